@@ -1,0 +1,38 @@
+# The README's two commands are `make run` (execute the whole notebook series headless) and
+# `make test` (lint and every test). Each creates .venv and installs requirements.txt when needed.
+PYTHON ?= python3
+PY := .venv/bin/python
+VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
+export HELPERS_PROGRESS ?= 0
+
+.PHONY: run test lint bench speedrun notebooks venv
+
+venv: $(VENV)
+
+$(VENV): requirements.txt
+	test -x $(PY) || $(PYTHON) -m venv .venv
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	rm -f .venv/.installed-* && touch $@
+
+## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" passes parameters).
+run: $(VENV)
+	$(PY) notebooks/series.py run $(ARGS)
+
+## Lint, unit tests, the notebooks' checked outputs (nbval) and their papermill runs.
+test: $(VENV) lint
+	$(PY) -m pytest --nbval-lax --nbval-current-env tests notebooks
+
+lint: $(VENV)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+## Seconds per epoch of each input pipeline on each device, side by side (runs/bench/).
+bench: $(VENV)
+	$(PY) helpers.py bench
+
+speedrun: $(VENV)
+	$(PY) helpers.py speedrun
+
+## Re-execute the committed notebooks in place, so their stored outputs match the code.
+notebooks: $(VENV)
+	$(PY) notebooks/series.py refresh

