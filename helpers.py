@@ -317,6 +317,15 @@ _HOW_TO_FIX = {
 }
 
 
+def _shown(path: Path) -> str:
+    """`path` relative to the working folder when that is short, else absolute."""
+    try:
+        relative = os.path.relpath(path)
+    except ValueError:  # another drive on Windows
+        return str(path)
+    return relative if not relative.startswith(os.pardir + os.sep + os.pardir) else str(path)
+
+
 def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
     """Make sure verified MNIST IDX files are in `<root>/MNIST/raw`; return the source that served.
 
@@ -334,7 +343,7 @@ def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
         problems = check_mnist_files(root)
         if name == "local":
             if not problems:
-                return f"local files in {raw} (MD5 verified)"
+                return f"local files in {_shown(raw)} (MD5 verified)"
             attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items())))
             continue
         _remove_bad_files(root)
@@ -720,9 +729,10 @@ def fit(
             if not all(math.isfinite(result[k]) for k in ("val_loss", "train_loss") if k in result):
                 model.load_state_dict(good_weights)
                 bad_loss = result.get("train_loss", result["val_loss"])
+                kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
                 raise TrainingDiverged(
                     f"Training diverged in epoch {epoch}: the loss became {bad_loss} "
-                    f"at lr={lr}. The model keeps the weights of the last good epoch ({len(history)} epochs kept). "
+                    f"at lr={lr}. The model keeps {kept}. "
                     f"Try a lower learning rate, such as {lr / 10:g}.",
                     history,
                 )
