@@ -649,10 +649,9 @@ class _TrainMetrics:
         self._hook.remove()
         if not self.n:
             return {}
-        values = torch.stack(
-            [torch.as_tensor(self.loss, dtype=torch.float32), torch.as_tensor(self.correct, dtype=torch.float32)]
-        )
-        loss, correct = values.cpu().tolist()
+        loss_sum = torch.as_tensor(self.loss, dtype=torch.float32)
+        correct = torch.as_tensor(self.correct, dtype=torch.float32, device=loss_sum.device)
+        loss, correct = torch.stack([loss_sum, correct]).cpu().tolist()
         result = {"train_loss": loss / self.n}
         if isinstance(self.correct, torch.Tensor):
             result["train_acc"] = correct / self.n
