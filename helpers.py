@@ -811,14 +811,16 @@ def load_checkpoint(
     path: str | Path,
     model: nn.Module | None = None,
     optimizer: torch.optim.Optimizer | None = None,
-    map_location: str | torch.device | None = None,
+    map_location: str | torch.device = "cpu",
 ) -> dict:
-    """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all."""
+    """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all.
+
+    Tensors load to the CPU first (RNG states must live there); `load_state_dict` then copies the
+    weights and optimizer state to wherever the model's parameters are.
+    """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train first to create it")
-    if map_location is None and model is not None:
-        map_location = next((p.device for p in model.parameters()), torch.device("cpu"))
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
@@ -1125,10 +1127,20 @@ def benchmark(
                 }
             )
             del train_loader, val_loader  # stop worker processes before the next timing
+    lessons = {r["device"]: r for r in rows if r["pipeline"] == "lesson"}
     for row in rows:
-        lesson = next((r for r in rows if r["pipeline"] == "lesson" and r["device"] == row["device"]), None)
+        lesson = lessons.get(row["device"])
         row["speedup_vs_lesson"] = lesson["epoch_s"] / row["epoch_s"] if lesson else None
     print(format_benchmark(rows))
+    for row in rows:
+        lesson = lessons.get(row["device"])
+        if row["pipeline"] == "resident" and lesson and row["threads"] == lesson["threads"]:
+            gap = abs(row["val_acc"] - lesson["val_acc"]) * 100
+            verdict = "met" if row["speedup_vs_lesson"] >= 15 and gap <= 0.5 else "NOT met"
+            print(
+                f"target on {row['device']}: resident >= 15x the lesson's speed, accuracy within 0.5 points: "
+                f"{row['speedup_vs_lesson']:.1f}x, {gap:.2f} points -> {verdict}"
+            )
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)

@@ -16,8 +16,10 @@ def test_time_matmul_rows():
         helpers.time_matmul([16], "cuda:9")
 
 
-def test_benchmark_writes_rows_and_chart(data_root, tmp_path):
+def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys):
     rows = helpers.benchmark(data_root, devices=["cpu"], epochs=1, limit=2000, out_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert "target on cpu: resident >= 15x the lesson's speed" in out and "points -> " in out
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved == json.loads(json.dumps(rows))
     assert (tmp_path / "bench.png").stat().st_size > 1000
