@@ -219,11 +219,14 @@ def _atomic_write(path: Path, data: bytes) -> None:
     """Write bytes so that readers see the old file or the whole new one, never a torn one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def _remove_bad_files(root: Path) -> None:
@@ -459,7 +462,7 @@ class DeviceResidentLoader:
             raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
         if batch_size < 1:
             raise ValueError(f"batch_size must be at least 1, got {batch_size}")
-        self.device = torch.device(device) if device is not None else get_default_device()
+        self.device = get_default_device(device)
         self.images = images.to(self.device)
         self.labels = labels.to(self.device, torch.int64)
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
@@ -562,13 +565,29 @@ class MnistModel(nn.Module):
 # --------------------------------------------------------------------------------------------
 
 
+def _check_same_device(model: nn.Module, batch: Any) -> None:
+    """Raise a ValueError that says what to do when model and batch sit on different devices."""
+    param = next(model.parameters(), None)
+    first = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
+    if param is not None and isinstance(first, torch.Tensor) and first.device != param.device:
+        raise ValueError(
+            f"the model is on {param.device} but the batch is on {first.device}: move the model with "
+            f"to_device(model, {str(first.device)!r}), or wrap the loader in DeviceDataLoader(loader, "
+            f"{str(param.device)!r}), so that both are on one device"
+        )
+
+
 @torch.no_grad()
 def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
     """Validation loss and accuracy over every sample, in eval mode without autograd."""
     was_training = model.training
     model.eval()
+    outputs = []
     try:
-        outputs = [model.validation_step(batch) for batch in val_loader]
+        for batch in val_loader:
+            if not outputs:
+                _check_same_device(model, batch)
+            outputs.append(model.validation_step(batch))
     finally:
         model.train(was_training)
     if not outputs:
@@ -712,7 +731,9 @@ def fit(
             metrics = _TrainMetrics(model)
             try:
                 batches = tqdm(train_loader, desc=f"Epoch {epoch}", leave=False) if use_bar else train_loader
-                for batch in batches:
+                for step, batch in enumerate(batches):
+                    if step == 0:
+                        _check_same_device(model, batch)
                     n = metrics.watch(batch)
                     loss = model.training_step(batch)
                     loss.backward()

@@ -49,6 +49,7 @@ def test_crash_mid_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
         helpers.save_checkpoint(path, helpers.MnistModel(), epoch=2)
     assert path.read_bytes() == before
     assert helpers.load_checkpoint(path)["epoch"] == 1
+    assert [p.name for p in tmp_path.iterdir()] == ["run.ckpt"], "no temporary file left behind"
 
 
 def test_truncated_file(tmp_path):

@@ -152,6 +152,16 @@ def test_evaluate_without_autograd_in_eval_mode_and_restores_mode(train_mode):
     assert model.training is train_mode
 
 
+def test_model_and_data_on_different_devices_get_a_clear_error():
+    stray = helpers.MnistModel().to("meta")  # stands in for a GPU: a device the data is not on
+    batches = [(torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3]))]
+    expected = r"the model is on meta but the batch is on cpu: move the model with to_device\(model, 'cpu'\)"
+    with pytest.raises(ValueError, match=expected):
+        helpers.evaluate(stray, batches)
+    with pytest.raises(ValueError, match=expected):
+        helpers.fit(1, 0.1, stray, batches, batches)
+
+
 def test_evaluate_empty_loader():
     with pytest.raises(ValueError, match="empty loader"):
         helpers.evaluate(helpers.MnistModel(), [])
