@@ -353,7 +353,7 @@ def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
         try:
             _FETCHERS[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
-            attempts.append((name, f"{type(err).__name__}: {str(err).strip().splitlines()[0][:300]}"))
+            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"))
             continue
         if problems := check_mnist_files(root):
             attempts.append((name, "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())))
