@@ -28,6 +28,8 @@ REPO_URL = f"https://github.com/{GITHUB}.git"
 
 NOTEBOOKS = Path(__file__).resolve().parent
 REPO = NOTEBOOKS.parent
+# Kernels log a warning about unencrypted local TCP at every start; keep the run's log to what matters.
+KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 SETUP = f"""\
 # Set-up. In Colab: fetch this series' repository (PyTorch is already installed there).
@@ -134,6 +136,7 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
                 cwd=str(NOTEBOOKS),
                 kernel_name="python3",
                 progress_bar=False,
+                extra_arguments=KERNEL_ARGS,
             )
             status = "ok"
         except papermill.PapermillExecutionError as err:
@@ -189,6 +192,7 @@ def refresh(names: list[str] | None = None) -> None:
             timeout=1200,
             kernel_name="python3",
             record_timing=False,
+            extra_arguments=KERNEL_ARGS,
             resources={"metadata": {"path": str(NOTEBOOKS)}},
         )
         client.execute()
