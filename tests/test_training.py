@@ -359,3 +359,27 @@ def test_resident_loader_from_any_dataset():
     loader = helpers.DeviceResidentLoader.from_dataset(ds, 8, device="cpu")
     images, labels = next(iter(loader))
     assert torch.equal(images, ds.tensors[0][:8]) and torch.equal(labels, ds.tensors[1][:8])
+
+
+def test_fit_and_evaluate_read_the_device_once_per_epoch_not_per_step(monkeypatch):
+    """On an accelerator every read of a tensor's value from Python waits for the device."""
+    reads = []
+    for name in ("item", "tolist", "cpu", "__bool__", "__float__", "__int__", "numpy"):
+        original = getattr(torch.Tensor, name)
+
+        def counted(self, *args, _original=original, _name=name, **kwargs):
+            reads.append(_name)
+            return _original(self, *args, **kwargs)
+
+        monkeypatch.setattr(torch.Tensor, name, counted)
+
+    def count_reads(n_samples):
+        x, y = torch.rand(n_samples, 1, 28, 28), torch.randint(0, 10, (n_samples,))
+        loader = helpers.DeviceResidentLoader(x, y, 16, shuffle=True, device="cpu")
+        reads.clear()
+        helpers.fit(2, 0.1, helpers.MnistModel(), loader, loader, verbose=False)
+        return len(reads)
+
+    few, many = count_reads(64), count_reads(256)  # 4 and 16 steps per epoch
+    assert few == many, f"reads grow with the number of steps: {few} for 4 steps, {many} for 16"
+    assert many <= 2 * 4, f"{many} reads in 2 epochs"
