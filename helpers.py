@@ -16,6 +16,7 @@ Run as a script for a training run, a benchmark or a speedrun: `python helpers.p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import gzip
 import hashlib
@@ -577,19 +578,26 @@ def _check_same_device(model: nn.Module, batch: Any) -> None:
         )
 
 
-@torch.no_grad()
-def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
-    """Validation loss and accuracy over every sample, in eval mode without autograd."""
+@contextlib.contextmanager
+def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """Within the block: `model.eval()` and no autograd. Afterwards: the mode the model had before."""
     was_training = model.training
     model.eval()
-    outputs = []
     try:
+        with torch.no_grad():
+            yield model
+    finally:
+        model.train(was_training)
+
+
+def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
+    """Validation loss and accuracy over every sample, in eval mode without autograd."""
+    outputs = []
+    with eval_mode(model):
         for batch in val_loader:
             if not outputs:
                 _check_same_device(model, batch)
             outputs.append(model.validation_step(batch))
-    finally:
-        model.train(was_training)
     if not outputs:
         raise ValueError("evaluate got an empty loader: it yielded no batches")
     return model.validation_epoch_end(outputs)
@@ -928,18 +936,13 @@ def _model_device(model: nn.Module) -> torch.device:
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
-@torch.no_grad()
 def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.device | None = None) -> int:
     """The class `model` predicts for one image of shape [1, 28, 28] or [28, 28]."""
     if img.dim() not in (2, 3) or tuple(img.shape[-2:]) != (28, 28) or (img.dim() == 3 and img.size(0) != 1):
         raise ValueError(f"predict_image wants one image of shape [1, 28, 28] or [28, 28]; got {list(img.shape)}")
     device = torch.device(device) if device is not None else _model_device(model)
-    was_training = model.training
-    model.eval()
-    try:
+    with eval_mode(model):
         scores = model(to_device(img.reshape(1, 1, 28, 28), device))
-    finally:
-        model.train(was_training)
     return int(scores.argmax(dim=1).item())
 
 
@@ -948,18 +951,13 @@ def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.devic
 # --------------------------------------------------------------------------------------------
 
 
-@torch.no_grad()
 def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor]:
     """Labels, predicted classes and class probabilities for every sample of `loader` (on the CPU)."""
-    was_training = model.training
-    model.eval()
     labels, probs = [], []
-    try:
+    with eval_mode(model):
         for images, batch_labels in loader:
             probs.append(F.softmax(model(images), dim=1))
             labels.append(batch_labels)
-    finally:
-        model.train(was_training)
     if not labels:
         raise ValueError("predict_loader got an empty loader: it yielded no batches")
     probs_all = torch.cat(probs).cpu()
