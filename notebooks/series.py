@@ -57,9 +57,10 @@ sys.path.insert(0, str(REPO))
 import helpers"""
 
 
-def notebook_paths() -> list[Path]:
-    """The series' notebooks in order."""
-    return sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+def notebook_paths(names: list[str] | None = None) -> list[Path]:
+    """The series' notebooks in order; only those named (stem or file name) when `names` is given."""
+    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    return [p for p in paths if not names or p.stem in names or p.name in names]
 
 
 def badge(name: str) -> str:
@@ -122,9 +123,7 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
     (out / "figures").mkdir(parents=True, exist_ok=True)
     shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (parameters or {})
     metrics, summary, failed = {}, [], []
-    for path in notebook_paths():
-        if names and path.stem not in names and path.name not in names:
-            continue
+    for path in notebook_paths(names):
         declared = papermill.inspect_notebook(str(path))
         params = {k: v for k, v in shared.items() if k in declared}
         t0 = time.perf_counter()
@@ -146,12 +145,12 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
         executed = nbformat.read(out / path.name, as_version=4)
         metrics[path.stem] = metrics_of(executed)
         figures = save_figures(executed, path.stem, out / "figures")
-        summary.append((path.stem, status, seconds, len(figures), metrics[path.stem]))
+        summary.append((path.stem, status, seconds, metrics[path.stem]))
         print(f"{path.stem}: {status} in {seconds:.1f} s, {len(figures)} figures", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
     _point_latest(out)
     print(f"\n{'notebook':<32} {'status':<8} {'seconds':>8}  key results")
-    for stem, status, seconds, _, found in summary:
+    for stem, status, seconds, found in summary:
         shown = ", ".join(f"{k}={_short(v)}" for k, v in list(found.items())[:4])
         print(f"{stem:<32} {status[:8]:<8} {seconds:>8.1f}  {shown}")
     print(f"\nexecuted notebooks, figures/ and metrics.json in {out}")
@@ -181,9 +180,7 @@ def refresh(names: list[str] | None = None) -> None:
     from nbclient import NotebookClient
 
     os.environ.setdefault("HELPERS_PROGRESS", "0")
-    for path in notebook_paths():
-        if names and path.stem not in names and path.name not in names:
-            continue
+    for path in notebook_paths(names):
         stamp(path)
         nb = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
