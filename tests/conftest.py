@@ -53,3 +53,15 @@ def _no_progress_bars(monkeypatch):
     monkeypatch.setenv("HELPERS_PROGRESS", "0")
     monkeypatch.delenv("HELPERS_DEVICE", raising=False)
     monkeypatch.delenv("MNIST_SOURCE", raising=False)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked `cuda` run where CUDA is present (`pytest -m cuda` runs only them) and skip elsewhere."""
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU")
+    for item in items:
+        if item.get_closest_marker("cuda"):
+            item.add_marker(skip)

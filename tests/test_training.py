@@ -16,37 +16,55 @@ import helpers
 # ---------------------------------------------------------------------------- devices
 
 
-def test_default_device_here_is_cpu_and_prefer_overrides(monkeypatch):
-    assert helpers.get_default_device() == torch.device("cpu")  # no GPU on this machine or in CI
+def test_default_device_is_the_accelerator_if_any_and_prefer_overrides(monkeypatch):
+    present = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    assert helpers.get_default_device() == (present or torch.device("cpu"))
     assert helpers.get_default_device("cpu") == torch.device("cpu")
     monkeypatch.setenv("HELPERS_DEVICE", "cpu")
     assert helpers.get_default_device() == torch.device("cpu")
 
 
-@pytest.mark.parametrize("name", ["cuda", "cuda:7", "mps"])
+def _pretend(monkeypatch, accelerator, count=1):
+    """Make helpers see `accelerator` ('cuda', 'mps', 'xpu' or None) with `count` devices."""
+    device = torch.device(accelerator) if accelerator else None
+    monkeypatch.setattr(helpers, "_accelerator", lambda: device)
+    monkeypatch.setattr(helpers, "_accelerator_count", lambda: count if device else 0)
+
+
+@pytest.mark.parametrize("name", ["cuda", "cuda:7", "mps", "xpu"])
 def test_missing_device_names_what_is_available(name, monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(helpers, "_mps_available", lambda: False)
-    with pytest.raises(ValueError, match=r"not available on this machine; available: cpu"):
+    _pretend(monkeypatch, None)
+    with pytest.raises(ValueError, match=r"not available on this machine; available: cpu\."):
         helpers.get_default_device(name)
     monkeypatch.setenv("HELPERS_DEVICE", name)
     with pytest.raises(ValueError, match="available: cpu"):
         helpers.get_default_device()
 
 
-def test_cuda_index_beyond_count_is_refused(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
-    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert helpers.get_default_device("cuda:0") == torch.device("cuda:0")
+def test_device_index_beyond_count_is_refused(monkeypatch):
+    _pretend(monkeypatch, "cuda", count=2)
+    assert helpers.available_devices() == ["cpu", "cuda:0", "cuda:1"]
+    assert helpers.get_default_device("cuda:1") == torch.device("cuda:1")
     assert helpers.get_default_device() == torch.device("cuda")
-    with pytest.raises(ValueError, match="'cuda:1' is not available"):
-        helpers.get_default_device("cuda:1")
+    with pytest.raises(ValueError, match="'cuda:2' is not available on this machine; available: cpu, cuda:0, cuda:1"):
+        helpers.get_default_device("cuda:2")
+    with pytest.raises(ValueError, match="'mps' is not available"):
+        helpers.get_default_device("mps")
 
 
-def test_mps_is_chosen_when_there_is_no_cuda(monkeypatch):
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    monkeypatch.setattr(helpers, "_mps_available", lambda: True)
-    assert helpers.get_default_device() == torch.device("mps")
+@pytest.mark.parametrize("accelerator", ["mps", "xpu"])
+def test_any_accelerator_is_chosen_and_listed(accelerator, monkeypatch):
+    _pretend(monkeypatch, accelerator)
+    assert helpers.get_default_device() == torch.device(accelerator)
+    assert helpers.get_default_device(accelerator) == torch.device(accelerator)
+    assert helpers.available_devices()[-1] in (accelerator, f"{accelerator}:0")
+
+
+def test_accelerator_agrees_with_torch():
+    """The real probe, unmocked: torch.accelerator where PyTorch has it (2.6 and newer)."""
+    expected = torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
+    assert helpers._accelerator() == expected
+    assert len(helpers.available_devices()) == 1 + (torch.accelerator.device_count() if expected else 0)
 
 
 def test_nonsense_device_name():
@@ -68,6 +86,29 @@ def test_to_device_keeps_container_types():
     assert torch.equal(moved["a"][0], torch.ones(1))
     model = nn.Linear(2, 2)
     assert helpers.to_device(model, "cpu") is model
+
+
+@pytest.mark.cuda
+def test_pinned_batches_copy_to_cuda_without_blocking():
+    dl = DataLoader(TensorDataset(torch.rand(64, 1, 28, 28), torch.arange(64) % 10), 32, pin_memory=True)
+    images, labels = next(iter(dl))
+    assert images.is_pinned()
+    moved = helpers.to_device([images, labels], "cuda")
+    helpers.synchronize("cuda")
+    assert moved[0].device.type == "cuda" and torch.equal(moved[0].cpu(), images)
+    assert helpers.loader_settings("cuda")["pin_memory"] is True
+
+
+@pytest.mark.cuda
+def test_synchronize_waits_for_cuda():
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    a = torch.randn(2048, 2048, device="cuda")
+    start.record()
+    a @ a
+    end.record()
+    helpers.synchronize("cuda")
+    assert end.query(), "the queued product has finished"
+    helpers.synchronize(torch.device("cpu"))  # a no-op, not an error
 
 
 def test_to_device_non_blocking_only_from_pinned_memory_to_cuda(monkeypatch):
@@ -269,20 +310,42 @@ def test_fit_keeps_completed_epochs_and_their_weights(action, capsys):
         assert "kept 1 completed epochs" in capsys.readouterr().out
 
 
-def test_lesson_end_to_end_reaches_lesson_accuracy(mnist):
-    """fit(5, 0.5) then fit(5, 0.1) on the seeded 50,000/10,000 split, with the lesson's loaders."""
-    helpers.seed_everything(42)
-    train, val = helpers.split_dataset(mnist, seed=42)
-    train_loader, val_loader = helpers.make_loaders(train, val, device="cpu", seed=42)
-    train_dl, val_dl = helpers.DeviceDataLoader(train_loader, "cpu"), helpers.DeviceDataLoader(val_loader, "cpu")
-    model = helpers.to_device(helpers.MnistModel(), "cpu")
-    history = [helpers.evaluate(model, val_dl)]
-    assert 0.05 < history[0]["val_acc"] < 0.2
-    history += helpers.fit(5, 0.5, model, train_dl, val_dl, verbose=False)
-    history += helpers.fit(5, 0.1, model, train_dl, val_dl, verbose=False)
-    assert len(history) == 11
-    assert 0.96 <= history[-1]["val_acc"] <= 0.975
-    assert history[-1]["val_loss"] < history[0]["val_loss"] / 10
+def test_divergence_suggests_a_learning_rate_that_trains(capsys):
+    train, val = _small_loaders()
+    nan_loader = Tripwire(train, 0, 0, "nan")
+    with pytest.raises(helpers.TrainingDiverged, match=r"lr=1e\+20\. .*such as lr=0\.5 \(the lesson's"):
+        helpers.fit(1, 1e20, helpers.MnistModel(), nan_loader, val)
+    nan_loader = Tripwire(train, 0, 0, "nan")
+    with pytest.raises(helpers.TrainingDiverged, match=r"such as lr=0\.03\.$"):
+        helpers.fit(1, 0.3, helpers.MnistModel(), nan_loader, val)
+
+
+def test_uint8_images_and_float_labels_get_a_clear_error():
+    model = helpers.MnistModel()
+    raw = torch.randint(0, 256, (4, 1, 28, 28), dtype=torch.uint8)  # dataset.data fed directly
+    with pytest.raises(TypeError, match=r"floats scaled to \[0, 1\]; got torch.uint8.*ToTensor\(\).*float\(\) / 255"):
+        model(raw)
+    float_labels = torch.tensor([1.0, 2.0, 3.0, 4.0])
+    batch = (raw.float() / 255, float_labels)
+    with pytest.raises(
+        TypeError, match=r"labels must be class indices .*torch.int64.*got torch.float32.*labels.long\(\)"
+    ):
+        helpers.fit(1, 0.1, model, [batch], [batch])
+    with pytest.raises(TypeError, match="labels must be class indices"):
+        helpers.evaluate(model, [batch])
+    assert helpers.evaluate(model, [(raw.float() / 255, float_labels.long())])["val_loss"] > 0
+
+
+def test_persistent_workers_start_before_the_generator_is_restored():
+    """Pins the private `DataLoader._iterator` that `_start_persistent_workers` reads: fails if torch changes it."""
+    dl = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, num_workers=1, persistent_workers=True)
+    assert dl._iterator is None, "torch changed DataLoader._iterator: see helpers._start_persistent_workers"
+    helpers._start_persistent_workers(helpers.DeviceDataLoader(dl, "cpu"))
+    assert dl._iterator is not None
+    started = dl._iterator
+    helpers._start_persistent_workers(dl)
+    assert dl._iterator is started, "started once, not again"
+    del dl, started
 
 
 # ---------------------------------------------------------------------------- plots and predictions
@@ -352,6 +415,17 @@ def test_resident_loader_shuffles_reproducibly():
         helpers.DeviceResidentLoader(x, y[:5])
     with pytest.raises(ValueError, match="batch_size"):
         helpers.DeviceResidentLoader(x, y, 0)
+
+
+@pytest.mark.cuda
+def test_resident_loader_shuffles_on_cuda_with_a_cuda_generator():
+    x, y = torch.arange(100, dtype=torch.uint8).reshape(100, 1, 1, 1), torch.arange(100)
+    a = helpers.DeviceResidentLoader(x, y, 10, shuffle=True, device="cuda", seed=3)
+    b = helpers.DeviceResidentLoader(x, y, 10, shuffle=True, device="cuda", seed=3)
+    assert a.generator.device.type == "cuda" and a.images.device.type == "cuda"
+    first = torch.cat([labels for _, labels in a])
+    assert first.device.type == "cuda" and sorted(first.tolist()) == list(range(100))
+    assert torch.equal(first, torch.cat([labels for _, labels in b]))
 
 
 def test_resident_loader_from_any_dataset():
