@@ -477,46 +477,37 @@ def _set_rng_state(state: dict, loader: Any) -> None:
         gen.set_state(state["loader"])
 
 
-class _TrainMetrics:
-    """Sums of loss and correct predictions kept on the device; read once per epoch."""
-
-    def __init__(self, model: nn.Module):
-        self.loss = self.correct = self.n = 0
-        self._labels = None
-        self._hook = model.register_forward_hook(self._on_forward)
-
-    def _on_forward(self, module: nn.Module, args: Any, out: Any) -> None:
-        labels = self._labels
-        if isinstance(out, torch.Tensor) and out.dim() == 2 and labels is not None and len(labels) == len(out):
-            self.correct = self.correct + (out.detach().argmax(1) == labels).sum()
-
-    def step(self, loss: torch.Tensor, n: int) -> None:
-        self.loss = self.loss + loss.detach() * n
-        self.n += n
-
-    def watch(self, batch: Any) -> int:
-        labels = batch[1] if isinstance(batch, (list, tuple)) and len(batch) == 2 else None
-        self._labels = labels if isinstance(labels, torch.Tensor) and labels.dim() == 1 else None
-        return len(labels) if self._labels is not None else 1
-
-    def read(self) -> dict[str, float]:
-        self._hook.remove()
-        if not self.n:
-            return {}
-        loss_sum = torch.as_tensor(self.loss, dtype=torch.float32)
-        correct = torch.as_tensor(self.correct, dtype=torch.float32, device=loss_sum.device)
-        loss, correct = torch.stack([loss_sum, correct]).cpu().tolist()
-        result = {"train_loss": loss / self.n}
-        if isinstance(self.correct, torch.Tensor):
-            result["train_acc"] = correct / self.n
-        return result
-
-
 def _check_hparams(epochs: Any, lr: Any) -> None:
     if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
         raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
+
+
+def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim.Optimizer) -> dict[str, float]:
+    """One pass over the training data, as in the lesson's loop; return the mean loss and accuracy.
+
+    The sums stay on the device and are read once, at the end: reading a GPU number from Python
+    after every step (`loss.item()`) would make the CPU wait for the GPU at every step.
+    """
+    loss_sum = correct = torch.zeros((), device=_model_device(model))
+    seen = 0
+    for step, (images, labels) in enumerate(train_loader):
+        if step == 0:
+            _check_same_device(model, (images, labels))
+            _check_labels(labels)
+        outputs = model(images)
+        loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        loss_sum = loss_sum + loss.detach() * len(labels)
+        correct = correct + (outputs.detach().argmax(dim=1) == labels).sum()
+        seen += len(labels)
+    if not seen:
+        raise ValueError("fit got an empty training loader: it yielded no batches")
+    loss_total, correct_total = torch.stack([loss_sum, correct.to(loss_sum.dtype)]).tolist()  # the one read
+    return {"train_loss": loss_total / seen, "train_acc": correct_total / seen}
 
 
 def fit(
@@ -544,55 +535,16 @@ def fit(
     _check_hparams(epochs, lr)
     optimizer = opt_func(model.parameters(), lr)
     hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-    history: list[dict] = []
-    start = 0
-    if checkpoint_path is not None and Path(checkpoint_path).exists():
-        ckpt = load_checkpoint(checkpoint_path, model, optimizer)
-        start, history = ckpt["epoch"], list(ckpt["history"])
-        if ckpt.get("rng") is not None:
-            _set_rng_state(ckpt["rng"], train_loader)
-        print(f"Resuming from {checkpoint_path}: {start} of {epochs} epochs already done")
-        if ckpt.get("hparams") != hparams:
-            print(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
-        for group in optimizer.param_groups:  # the new lr wins over the one stored in the optimizer state
-            group["lr"] = float(lr)
+    history = _resume(checkpoint_path, model, optimizer, train_loader, hparams) if checkpoint_path else []
     good_weights = copy.deepcopy(model.state_dict())
-    use_bar = _progress_enabled(progress)
-    if use_bar:
-        from tqdm.auto import tqdm
     try:
-        for epoch in range(start, epochs):
+        for epoch in range(len(history), epochs):
             t0 = time.perf_counter()
-            metrics = _TrainMetrics(model)
-            try:
-                batches = tqdm(train_loader, desc=f"Epoch {epoch}", leave=False) if use_bar else train_loader
-                for step, batch in enumerate(batches):
-                    if step == 0:
-                        _check_same_device(model, batch)
-                    n = metrics.watch(batch)
-                    loss = model.training_step(batch)
-                    loss.backward()
-                    optimizer.step()
-                    optimizer.zero_grad(set_to_none=True)
-                    metrics.step(loss, n)
-            finally:
-                train = metrics.read()  # the one host synchronisation of the training loop
-            train_s = time.perf_counter() - t0
-            result = evaluate(model, val_loader) | train
-            result["train_s"] = train_s
+            result = train_epoch(model, _with_progress(train_loader, progress, epoch), optimizer)
+            result["train_s"] = time.perf_counter() - t0
+            result = evaluate(model, val_loader) | result
             result["epoch_s"] = time.perf_counter() - t0
-            if not all(math.isfinite(result[k]) for k in ("val_loss", "train_loss") if k in result):
-                model.load_state_dict(good_weights)
-                bad_loss = result.get("train_loss", result["val_loss"])
-                kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
-                safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
-                raise TrainingDiverged(
-                    f"Training diverged in epoch {epoch}: the loss became {bad_loss} "
-                    f"at lr={lr:g}. The model keeps {kept}. "
-                    f"Try a lower learning rate, such as lr={safer:g}"
-                    + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else "."),
-                    history,
-                )
+            _stop_if_diverged(result, epoch, lr, model, good_weights, history)
             history.append(result)
             good_weights = copy.deepcopy(model.state_dict())
             if verbose and hasattr(model, "epoch_end"):
@@ -614,6 +566,45 @@ def fit(
         print(f"Interrupted: kept {len(history)} completed epochs{where}")
         raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
     return history
+
+
+def _with_progress(loader: Iterable, progress: bool | None, epoch: int) -> Iterable:
+    """The loader, wrapped in a tqdm progress bar unless progress bars are off."""
+    if not _progress_enabled(progress):
+        return loader
+    from tqdm.auto import tqdm
+
+    return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+
+
+def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
+    """Load the checkpoint at `path`, if there is one, into model, optimizer and RNGs; return its history."""
+    if not Path(path).exists():
+        return []
+    ckpt = load_checkpoint(path, model, optimizer)
+    if ckpt.get("rng") is not None:
+        _set_rng_state(ckpt["rng"], loader)
+    print(f"Resuming from {path}: {ckpt['epoch']} of {hparams['epochs']} epochs already done")
+    if ckpt.get("hparams") != hparams:
+        print(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
+    for group in optimizer.param_groups:  # the new lr wins over the one stored in the optimizer state
+        group["lr"] = hparams["lr"]
+    return list(ckpt["history"])[: ckpt["epoch"]]
+
+
+def _stop_if_diverged(result: dict, epoch: int, lr: float, model: nn.Module, good_weights: dict, history: list):
+    """Raise TrainingDiverged, with the last good weights put back, if a loss is NaN or infinite."""
+    if all(math.isfinite(result[k]) for k in ("val_loss", "train_loss")):
+        return
+    model.load_state_dict(good_weights)
+    kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
+    safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
+    raise TrainingDiverged(
+        f"Training diverged in epoch {epoch}: the loss became {result['train_loss']} at lr={lr:g}. "
+        f"The model keeps {kept}. Try a lower learning rate, such as lr={safer:g}"
+        + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else "."),
+        history,
+    )
 
 
 # ==================================================================================================
@@ -715,6 +706,27 @@ def show_source(*objects: Any) -> None:
         display(Markdown(f"```python\n{code}\n```"))
     else:
         print(code)
+
+
+RESULTS_MIME = "application/vnd.series.results+json"  # where notebooks/series.py finds a notebook's results
+
+
+def show_results(results: dict[str, Any]) -> None:
+    """Show a notebook's key results as a small table, and keep the exact values for the run report."""
+    table = "| result | value |\n|---|---|\n" + "\n".join(
+        f"| {key.replace('_', ' ')} | {f'{value:.4f}' if isinstance(value, float) else value} |"
+        for key, value in results.items()
+    )
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is None or get_ipython() is None:
+        print(table)
+        return
+    exact = json.loads(json.dumps(results))  # JSON's own types: dict keys become strings
+    display({RESULTS_MIME: exact, "text/markdown": "**Key results**\n\n" + table, "text/plain": table}, raw=True)
 
 
 def _pyplot():

@@ -31,28 +31,71 @@ REPO = NOTEBOOKS.parent
 # Kernels log a warning about unencrypted local TCP at every start; keep the run's log to what matters.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
+ARCHIVE_URL = f"https://github.com/{GITHUB}/archive/refs/heads/{BRANCH}.zip"
+
 SETUP = f"""\
-# Set-up. In Colab: fetch this series' repository (PyTorch is already installed there).
-# Locally: find the folder that holds helpers.py. Either way, import helpers.
+# @title Set-up: find this series' code, or fetch it, then import `helpers` {{ display-mode: "form" }}
+# In the repository (local Jupyter) helpers.py is in a parent folder. Anywhere else (Colab, Kaggle,
+# a notebook downloaded on its own) the repository is fetched once into a cache folder, with git
+# or, without git, as a zip archive. PyTorch is used as installed: nothing is upgraded.
+import io
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import urllib.request
+import zipfile
 from pathlib import Path
 
-REPO_URL = os.environ.get("SERIES_REPO_URL", "{REPO_URL}")
-BRANCH = os.environ.get("SERIES_BRANCH", "{BRANCH}")
-try:
-    import google.colab  # noqa: F401  (only Colab has it)
 
-    IN_COLAB = True
-except ImportError:
-    IN_COLAB = False
-if IN_COLAB:
-    REPO = Path.cwd() / Path(REPO_URL).stem
-    if not (REPO / "helpers.py").exists():
-        subprocess.run(["git", "clone", "-q", "--depth", "1", "-b", BRANCH, REPO_URL, str(REPO)], check=True)
-else:
-    REPO = next(p for p in (Path.cwd(), *Path.cwd().parents) if (p / "helpers.py").exists())
+def find_or_fetch_series(name: str = "{Path(REPO_URL).stem}") -> Path:
+    \"\"\"The folder that holds helpers.py: a parent of this notebook's folder, or a fetched copy.\"\"\"
+    for folder in (Path.cwd(), *Path.cwd().parents):
+        if (folder / "helpers.py").is_file() and (folder / "notebooks" / "series.py").is_file():
+            return folder
+    cache = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / name)
+    if (cache / "helpers.py").is_file():
+        print(f"Using the series' code in {{cache}} (delete that folder to fetch it again)")
+        return cache
+    url = os.environ.get("SERIES_REPO_URL", "{REPO_URL}")
+    branch = os.environ.get("SERIES_BRANCH", "{BRANCH}")
+    archive = os.environ.get(
+        "SERIES_ARCHIVE_URL", "{ARCHIVE_URL}"
+    )
+    cache.parent.mkdir(parents=True, exist_ok=True)
+    tried = []
+    if shutil.which("git"):
+        cmd = ["git", "clone", "--quiet", "--depth", "1", "--branch", branch, url, str(cache)]
+        done = subprocess.run(cmd, capture_output=True, text=True)
+        if done.returncode == 0:
+            print(f"Fetched the series' code into {{cache}} with git")
+            return cache
+        tried.append(f"git clone {{url}} failed: {{done.stderr.strip()[-300:]}}")
+    else:
+        tried.append("git clone: git is not installed here")
+    try:
+        with urllib.request.urlopen(archive, timeout=60) as response:
+            zipped = zipfile.ZipFile(io.BytesIO(response.read()))
+        unpacked = Path(tempfile.mkdtemp(dir=cache.parent))
+        zipped.extractall(unpacked)
+        (unpacked / zipped.namelist()[0].split("/")[0]).rename(cache)
+        shutil.rmtree(unpacked)
+        print(f"Fetched the series' code into {{cache}} from {{archive}}")
+        return cache
+    except Exception as err:  # any failure of the download: reported below with what to do
+        tried.append(f"downloading {{archive}} failed: {{type(err).__name__}}: {{err}}")
+    fix = (
+        "In Kaggle, turn on Settings > Internet (it needs a verified phone number), then run this cell again."
+        if "KAGGLE_KERNEL_RUN_TYPE" in os.environ
+        else "Check the internet connection and run this cell again, or get the repository yourself "
+        f"(git clone {{url}}) and open this notebook from its notebooks/ folder."
+    )
+    tried = "".join(f"\\n  - {{line}}" for line in tried)
+    raise RuntimeError(f"Could not find or fetch this series' code (helpers.py):{{tried}}\\n{{fix}}")
+
+
+REPO = find_or_fetch_series()
 sys.path.insert(0, str(REPO))
 import helpers"""
 
@@ -74,14 +117,39 @@ def tagged(nb: nbformat.NotebookNode, tag: str) -> list[nbformat.NotebookNode]:
     return [cell for cell in nb.cells if tag in cell.get("metadata", {}).get("tags", [])]
 
 
+def title(path: Path) -> str:
+    """A notebook's title: the first line of its first cell, without the '# '."""
+    return nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
+
+
+def nav(path: Path) -> str:
+    """Links to the previous and next notebooks of the series, for the cell tagged `nav`."""
+    paths = notebook_paths()
+    i = [p.name for p in paths].index(path.name)
+    links = []
+    if i > 0:
+        links.append(f"← Previous: [{title(paths[i - 1])}]({paths[i - 1].name})")
+    if i + 1 < len(paths):
+        links.append(f"Next: [{title(paths[i + 1])}]({paths[i + 1].name}) →")
+    return "---\n" + " &nbsp;·&nbsp; ".join(links)
+
+
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (second line of the first cell) and the set-up cell; return True if they changed."""
+    """Write the badge (under the title), the set-up cell, the links to the neighbours and the metadata.
+
+    Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
+    """
     nb = nbformat.read(path, as_version=4)
     before = nbformat.writes(nb)
-    lines = nb.cells[0].source.splitlines()
-    nb.cells[0].source = "\n".join([lines[0], badge(path.name), *lines[2:]])
+    first, *rest = nb.cells[0].source.splitlines()
+    rest = [line for line in rest if "Open In Colab" not in line and line.strip() != "BADGE"]
+    nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
         cell.source = SETUP
+        cell.metadata["cellView"] = "form"  # Colab shows the cell folded, as its title
+        cell.metadata["jupyter"] = {"source_hidden": True}  # and so does JupyterLab
+    for cell in tagged(nb, "nav"):
+        cell.source = nav(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["accelerator"] = "GPU"
     nb.metadata["colab"] = {"gpuType": "T4", "provenance": []}
@@ -92,13 +160,17 @@ def stamp(path: Path, write: bool = True) -> bool:
     return True
 
 
+RESULTS_MIME = "application/vnd.series.results+json"  # as helpers.show_results writes it
+
+
 def metrics_of(nb: nbformat.NotebookNode) -> dict:
-    """The dict displayed by the cell tagged `metrics` (its last expression)."""
+    """The results that the cell tagged `metrics` recorded with helpers.show_results."""
     for cell in tagged(nb, "metrics"):
         for output in cell.get("outputs", []):
-            text = output.get("data", {}).get("text/plain")
-            if output.get("output_type") == "execute_result" and text:
-                return ast.literal_eval(text if isinstance(text, str) else "".join(text))
+            data = output.get("data", {})
+            if RESULTS_MIME in data:
+                found = data[RESULTS_MIME]
+                return json.loads(found) if isinstance(found, str) else dict(found)
     return {}
 
 
@@ -116,7 +188,7 @@ def save_figures(nb: nbformat.NotebookNode, stem: str, folder: Path) -> list[Pat
 
 
 def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: list[str] | None = None) -> Path:
-    """Execute the series with papermill into out_root/<timestamp>/; return that folder."""
+    """Execute the series with papermill into out_root/<timestamp>/, with a report; return that folder."""
     import papermill
 
     out = out_root / time.strftime("%Y%m%d-%H%M%S")
@@ -145,15 +217,16 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
         executed = nbformat.read(out / path.name, as_version=4)
         metrics[path.stem] = metrics_of(executed)
         figures = save_figures(executed, path.stem, out / "figures")
-        summary.append((path.stem, status, seconds, metrics[path.stem]))
+        summary.append({"stem": path.stem, "status": status, "seconds": seconds, "figures": figures})
         print(f"{path.stem}: {status} in {seconds:.1f} s, {len(figures)} figures", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    write_report(out, summary, metrics, shared)
     _point_latest(out)
-    print(f"\n{'notebook':<32} {'status':<8} {'seconds':>8}  key results")
-    for stem, status, seconds, found in summary:
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(found.items())[:4])
-        print(f"{stem:<32} {status[:8]:<8} {seconds:>8.1f}  {shown}")
-    print(f"\nexecuted notebooks, figures/ and metrics.json in {out}")
+    print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
+    for row in summary:
+        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(metrics[row["stem"]].items())[:4])
+        print(f"{row['stem']:<24} {row['status'][:8]:<8} {row['seconds']:>8.1f}  {shown}")
+    print(f"\nreport: {out / 'index.html'} (executed notebooks, figures/ and metrics.json beside it)")
     if failed:
         raise SystemExit(f"{len(failed)} notebook(s) failed: {', '.join(failed)}")
     return out
@@ -161,6 +234,55 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
 
 def _short(value: object) -> str:
     return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+
+def write_report(out: Path, summary: list[dict], metrics: dict, parameters: dict) -> Path:
+    """Write out/index.html: each notebook rendered and linked, its numbers and figures, device and times."""
+    from html import escape
+
+    from nbconvert import HTMLExporter
+
+    exporter = HTMLExporter()
+    (out / "html").mkdir(exist_ok=True)
+    device = next((m["device"] for m in metrics.values() if m.get("device")), parameters.get("device") or "default")
+    described = next((m["device_description"] for m in metrics.values() if m.get("device_description")), "")
+    total = sum(row["seconds"] for row in summary)
+    sections = []
+    for row in summary:
+        stem = row["stem"]
+        html, _ = exporter.from_notebook_node(nbformat.read(out / f"{stem}.ipynb", as_version=4))
+        (out / "html" / f"{stem}.html").write_text(html, encoding="utf-8")
+        numbers = "".join(
+            f"<tr><td>{escape(k.replace('_', ' '))}</td><td>{escape(_short(v))}</td></tr>"
+            for k, v in metrics[stem].items()
+        )
+        figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
+        status = "ok" if row["status"] == "ok" else f'<b class="failed">{escape(row["status"])}</b>'
+        sections.append(
+            f'<section><h2><a href="html/{stem}.html">{escape(title(NOTEBOOKS / f"{stem}.ipynb"))}</a></h2>'
+            f"<p>{status} in {row['seconds']:.1f} s &middot; "
+            f'<a href="{stem}.ipynb">executed notebook</a></p>'
+            f"<table>{numbers}</table><div class=figs>{figures}</div></section>"
+        )
+    page = f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>Run {out.name}</title>
+<style>
+body {{ font-family: system-ui, sans-serif; max-width: 1100px; margin: 2em auto; padding: 0 1em; color: #222; }}
+section {{ border-top: 1px solid #ddd; padding: 0.5em 0 1em; }}
+table {{ border-collapse: collapse; margin: 0.5em 0; }}
+td {{ border: 1px solid #ddd; padding: 2px 10px; font-variant-numeric: tabular-nums; }}
+.figs img {{ max-height: 260px; max-width: 100%; margin: 4px; border: 1px solid #eee; }}
+.failed {{ color: #b00; }}
+</style></head><body>
+<h1>The series, run {escape(out.name)}</h1>
+<p>Device: <b>{escape(str(device))}</b>{f" ({escape(described)})" if described else ""} &middot;
+{len(summary)} notebooks in {total:.0f} s &middot; parameters: {escape(json.dumps(parameters))}</p>
+{"".join(sections)}
+</body></html>
+"""
+    index = out / "index.html"
+    index.write_text(page, encoding="utf-8")
+    return index
 
 
 def _point_latest(out: Path) -> None:
