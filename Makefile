@@ -18,9 +18,10 @@ $(VENV): requirements.txt
 run: $(VENV)
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, unit tests, the notebooks' checked outputs (nbval) and their papermill runs.
+## Lint and every test: helpers, data sources, checkpoints, speed tools, and one papermill run of the series
+## whose outputs are checked against the committed notebooks. `make test ARGS="-m cuda"`: the GPU tests alone.
 test: $(VENV) lint
-	$(PY) -m pytest --nbval-lax --nbval-current-env tests notebooks
+	$(PY) -m pytest tests $(ARGS)
 
 lint: $(VENV)
 	$(PY) -m ruff check .

@@ -710,8 +710,9 @@ def load_checkpoint(
 def show_source(*objects: Any) -> None:
     """Show the real source of functions or classes: highlighted in a notebook, plain text elsewhere."""
     import inspect
+    import textwrap
 
-    code = "\n\n".join(inspect.getsource(obj).rstrip() for obj in objects)
+    code = "\n\n".join(textwrap.dedent(inspect.getsource(obj)).rstrip() for obj in objects)
     try:
         from IPython import get_ipython
         from IPython.display import Markdown, display
@@ -728,9 +729,18 @@ RESULTS_MIME = "application/vnd.series.results+json"  # where notebooks/series.p
 
 def show_results(results: dict[str, Any]) -> None:
     """Show a notebook's key results as a small table, and keep the exact values for the run report."""
+
+    def shown(value: Any) -> str:
+        if isinstance(value, float):
+            return f"{value:.4f}"
+        if isinstance(value, (list, tuple)):
+            return "[" + ", ".join(map(shown, value)) + "]"
+        if isinstance(value, dict):
+            return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
+        return str(value)
+
     table = "| result | value |\n|---|---|\n" + "\n".join(
-        f"| {key.replace('_', ' ')} | {f'{value:.4f}' if isinstance(value, float) else value} |"
-        for key, value in results.items()
+        f"| {key.replace('_', ' ')} | {shown(value)} |" for key, value in results.items()
     )
     try:
         from IPython import get_ipython
@@ -1492,8 +1502,13 @@ def train_lesson(
     limit: int | None = None,
     save: str | Path | None = None,
     seed: int = LESSON.seed,
+    hidden_size: int = 32,
 ) -> dict:
-    """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy; return the numbers."""
+    """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy.
+
+    Returns the trained model, its history and the test loss and accuracy. With the same seed it
+    trains exactly the model that notebook 05 trains.
+    """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     device = get_default_device(device)
@@ -1513,7 +1528,7 @@ def train_lesson(
         train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
         train_loader, val_loader = DeviceDataLoader(train_dl, device), DeviceDataLoader(val_dl, device)
         test_loader = DeviceDataLoader(DataLoader(test_set, LESSON.val_batch_size), device)
-    model = to_device(MnistModel(), device)
+    model = to_device(MnistModel(784, hidden_size, 10), device)
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
         history += fit(n, lr, model, train_loader, val_loader)
@@ -1522,7 +1537,7 @@ def train_lesson(
     if save:
         torch.save(model.state_dict(), save)
         print(f"saved the weights to {save}")
-    return {"history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+    return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

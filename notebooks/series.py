@@ -38,26 +38,31 @@ SETUP = f"""\
 # In the repository (local Jupyter) helpers.py is in a parent folder. Anywhere else (Colab, Kaggle,
 # a notebook downloaded on its own) the repository is fetched once into a cache folder, with git
 # or, without git, as a zip archive. PyTorch is used as installed: nothing is upgraded.
-import io
-import os
-import shutil
-import subprocess
-import sys
-import tempfile
-import urllib.request
-import zipfile
-from pathlib import Path
 
 
-def find_or_fetch_series(name: str = "{Path(REPO_URL).stem}") -> Path:
-    \"\"\"The folder that holds helpers.py: a parent of this notebook's folder, or a fetched copy.\"\"\"
+def find_or_fetch_series(name="{Path(REPO_URL).stem}"):
+    \"\"\"Put the folder that holds helpers.py on the import path and return it: a parent, or a fetched copy.\"\"\"
+    import io
+    import os
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+    import urllib.request
+    import zipfile
+    from pathlib import Path
+
+    def use(folder):
+        sys.path.insert(0, str(folder))
+        return folder
+
     for folder in (Path.cwd(), *Path.cwd().parents):
         if (folder / "helpers.py").is_file() and (folder / "notebooks" / "series.py").is_file():
-            return folder
+            return use(folder)
     cache = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / name)
     if (cache / "helpers.py").is_file():
         print(f"Using the series' code in {{cache}} (delete that folder to fetch it again)")
-        return cache
+        return use(cache)
     url = os.environ.get("SERIES_REPO_URL", "{REPO_URL}")
     branch = os.environ.get("SERIES_BRANCH", "{BRANCH}")
     archive = os.environ.get(
@@ -70,7 +75,7 @@ def find_or_fetch_series(name: str = "{Path(REPO_URL).stem}") -> Path:
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode == 0:
             print(f"Fetched the series' code into {{cache}} with git")
-            return cache
+            return use(cache)
         tried.append(f"git clone {{url}} failed: {{done.stderr.strip()[-300:]}}")
     else:
         tried.append("git clone: git is not installed here")
@@ -82,7 +87,7 @@ def find_or_fetch_series(name: str = "{Path(REPO_URL).stem}") -> Path:
         (unpacked / zipped.namelist()[0].split("/")[0]).rename(cache)
         shutil.rmtree(unpacked)
         print(f"Fetched the series' code into {{cache}} from {{archive}}")
-        return cache
+        return use(cache)
     except Exception as err:  # any failure of the download: reported below with what to do
         tried.append(f"downloading {{archive}} failed: {{type(err).__name__}}: {{err}}")
     fix = (
@@ -96,7 +101,6 @@ def find_or_fetch_series(name: str = "{Path(REPO_URL).stem}") -> Path:
 
 
 REPO = find_or_fetch_series()
-sys.path.insert(0, str(REPO))
 import helpers"""
 
 
@@ -148,6 +152,9 @@ def stamp(path: Path, write: bool = True) -> bool:
         cell.source = SETUP
         cell.metadata["cellView"] = "form"  # Colab shows the cell folded, as its title
         cell.metadata["jupyter"] = {"source_hidden": True}  # and so does JupyterLab
+    for cell in tagged(nb, "solution"):  # worked solutions stay folded until a learner opens them
+        cell.metadata["cellView"] = "form"
+        cell.metadata["jupyter"] = {"source_hidden": True}
     for cell in tagged(nb, "nav"):
         cell.source = nav(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
