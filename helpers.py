@@ -292,9 +292,10 @@ def loader_settings(device: str | torch.device | None = None) -> dict:
     """`num_workers`, `pin_memory` and `persistent_workers` suited to this platform and device.
 
     Pinned memory only speeds up copies to CUDA (elsewhere it only warns). Worker processes pay off
-    only with cores to spare beside the training loop: on a 2-core machine the lesson's pipeline
-    measured 1.5 s per epoch with none and 2.7 s with two, so they start at 3 cores, two fewer than
-    there are. On Windows and macOS workers start by 'spawn', slow and prone to hang notebooks: none.
+    only with cores to spare beside the training loop. On a 2-core machine two workers were not
+    reliably faster for the lesson's pipeline (an epoch took 1.5 s without and 2.7 s with them one
+    day, 4.6-6.8 s and 4.9-5.3 s another), so they start at 3 cores, two fewer than there are. On
+    Windows and macOS workers start by 'spawn', slow and prone to hang notebooks: none.
     """
     device = torch.device(device) if device is not None else get_default_device()
     cores = os.cpu_count() or 1
@@ -1123,6 +1124,9 @@ def plot_benchmark(rows: Sequence[dict]):
     ax.set(
         xscale="log", xlabel="seconds per epoch (log scale, lower is faster)", title="One epoch of the lesson's model"
     )
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels between the powers of ten
     return fig
 
 

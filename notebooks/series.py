@@ -248,8 +248,10 @@ def write_report(out: Path, summary: list[dict], metrics: dict, parameters: dict
     from html import escape
 
     from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
 
     exporter = HTMLExporter()
+    exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"setup"}), enabled=True)
     (out / "html").mkdir(exist_ok=True)
     device = next((m["device"] for m in metrics.values() if m.get("device")), parameters.get("device") or "default")
     described = next((m["device_description"] for m in metrics.values() if m.get("device_description")), "")

@@ -127,7 +127,10 @@ def _checked_outputs(cell):
     shown = []
     for output in cell.get("outputs", []):
         if output.output_type == "stream":
-            shown.append((output.name, output.text))
+            if shown and shown[-1][0] == output.name:  # how the text was split into chunks does not matter
+                shown[-1] = (output.name, shown[-1][1] + output.text)
+            else:
+                shown.append((output.name, output.text))
         elif output.output_type in ("execute_result", "display_data"):
             shown.append(("data", output.data.get("text/plain")))
     return shown
