@@ -261,7 +261,11 @@ def _setup_in(cwd, env_overrides, path=None):
     env |= {"PYTHONPATH": "", "HOME": str(cwd)} | env_overrides
     if path is not None:
         env["PATH"] = path
-    code = series.SETUP + "\nprint('REPO=' + str(REPO))\nprint('HELPERS=' + helpers.__file__)\n"
+    # The cell as it is, but where it would import helpers (and so PyTorch), find it: the import works
+    # when the spec is found, and the whole cell, import included, runs in the Colab test below.
+    assert series.SETUP.endswith("\nimport helpers")
+    found = "import importlib.util\nprint('HELPERS=' + importlib.util.find_spec('helpers').origin)\n"
+    code = series.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
