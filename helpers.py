@@ -728,20 +728,21 @@ def show_source(*objects: Any) -> None:
 RESULTS_MIME = "application/vnd.series.results+json"  # where notebooks/series.py finds a notebook's results
 
 
+def format_value(value: Any) -> str:
+    """A result as a person reads it: floats to four places, inside lists and dicts too."""
+    if isinstance(value, float):
+        return f"{value:.4f}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(format_value, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)
+
+
 def show_results(results: dict[str, Any]) -> None:
     """Show a notebook's key results as a small table, and keep the exact values for the run report."""
-
-    def shown(value: Any) -> str:
-        if isinstance(value, float):
-            return f"{value:.4f}"
-        if isinstance(value, (list, tuple)):
-            return "[" + ", ".join(map(shown, value)) + "]"
-        if isinstance(value, dict):
-            return "{" + ", ".join(f"{k}: {shown(v)}" for k, v in value.items()) + "}"
-        return str(value)
-
     table = "| result | value |\n|---|---|\n" + "\n".join(
-        f"| {key.replace('_', ' ')} | {shown(value)} |" for key, value in results.items()
+        f"| {key.replace('_', ' ')} | {format_value(value)} |" for key, value in results.items()
     )
     try:
         from IPython import get_ipython

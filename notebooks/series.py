@@ -240,7 +240,12 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
 
 
 def _short(value: object) -> str:
-    return f"{value:.4f}" if isinstance(value, float) else str(value)
+    """A result as helpers.show_results shows it in the notebook."""
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from helpers import format_value
+
+    return format_value(value)
 
 
 def write_report(out: Path, summary: list[dict], metrics: dict, parameters: dict) -> Path:

@@ -111,6 +111,10 @@ def test_results_show_as_a_table_not_a_raw_dict():
     assert output.data["text/markdown"].startswith("**Key results**\n\n| result | value |")
     assert re.search(r"\| val acc \| 0\.\d{4} \|", output.data["text/markdown"]), "floats to four places"
     assert series.metrics_of(nb)["val_acc"] == output.data[series.RESULTS_MIME]["val_acc"]
+    import helpers
+
+    assert series.RESULTS_MIME == helpers.RESULTS_MIME
+    assert helpers.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
 
 
 # ---------------------------------------------------------------------------- the main job, run once
