@@ -150,11 +150,9 @@ def stamp(path: Path, write: bool = True) -> bool:
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
         cell.source = SETUP
-        cell.metadata["cellView"] = "form"  # Colab shows the cell folded, as its title
-        cell.metadata["jupyter"] = {"source_hidden": True}  # and so does JupyterLab
-    for cell in tagged(nb, "solution"):  # worked solutions stay folded until a learner opens them
-        cell.metadata["cellView"] = "form"
-        cell.metadata["jupyter"] = {"source_hidden": True}
+    for cell in tagged(nb, "setup") + tagged(nb, "solution"):  # folded until a learner opens them
+        cell.metadata["cellView"] = "form"  # Colab shows the `# @title` line
+        cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code
     for cell in tagged(nb, "nav"):
         cell.source = nav(path)
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
