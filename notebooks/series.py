@@ -72,7 +72,11 @@ def find_or_fetch_series(name="{Path(REPO_URL).stem}"):
     tried = []
     if shutil.which("git"):
         cmd = ["git", "clone", "--quiet", "--depth", "1", "--branch", branch, url, str(cache)]
-        done = subprocess.run(cmd, capture_output=True, text=True)
+        try:
+            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            done = subprocess.CompletedProcess(cmd, 1, "", "no answer within 5 minutes")
+            shutil.rmtree(cache, ignore_errors=True)
         if done.returncode == 0:
             print(f"Fetched the series' code into {{cache}} with git")
             return use(cache)
