@@ -28,8 +28,9 @@ lint: $(VENV)
 	$(PY) -m ruff format --check .
 
 ## Seconds per epoch of each input pipeline on each device, side by side (runs/bench/).
+## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
 bench: $(VENV)
-	$(PY) helpers.py bench
+	$(PY) helpers.py bench $(ARGS)
 
 speedrun: $(VENV)
 	$(PY) helpers.py speedrun

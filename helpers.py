@@ -535,11 +535,10 @@ def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim
     after every step (`loss.item()`) would make the CPU wait for the GPU at every step. A model
     wrapped in DistributedDataParallel trains on this process's share of each batch (notebook 10).
     """
-    device = _model_device(model)
-    world = dist.get_world_size(model.process_group) if isinstance(model, DistributedDataParallel) else 1
-    if world > 1 and hasattr(train_loader, "__len__"):
+    ddp = isinstance(model, DistributedDataParallel)
+    if ddp:
         _check_same_steps(train_loader, model)
-    loss_sum = correct = torch.zeros((), device=device)
+    loss_sum = correct = torch.zeros((), device=_model_device(model))
     seen = 0
     for step, (images, labels) in enumerate(train_loader):
         if step == 0:
@@ -547,17 +546,15 @@ def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim
             _check_labels(labels)
         outputs = model(images)
         loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
-        if world > 1:  # DDP averages the processes' gradients: weigh each by its share of the batch
-            (loss * _share_of_batch(len(labels), model)).backward()
-        else:
-            loss.backward()
+        # DDP averages the processes' gradients: weigh each process by its share of the batch
+        (loss * _share_of_batch(len(labels), model) if ddp else loss).backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         loss_sum = loss_sum + loss.detach() * len(labels)
         correct = correct + (outputs.detach().argmax(dim=1) == labels).sum()
         seen += len(labels)
     totals = torch.stack([loss_sum, correct.to(loss_sum.dtype), loss_sum.new_tensor(seen)])
-    if world > 1:
+    if ddp:  # the sums over every process's share
         dist.all_reduce(totals, group=model.process_group)
     loss_total, correct_total, seen = totals.tolist()  # the one read
     if not seen:
@@ -771,9 +768,9 @@ RESULTS_MIME = "application/vnd.series.results+json"  # where notebooks/series.p
 
 
 def format_value(value: Any) -> str:
-    """A result as a person reads it: floats to four places, inside lists and dicts too."""
+    """A result as a person reads it: floats to four places (tiny ones as 1.2e-07), in lists and dicts too."""
     if isinstance(value, float):
-        return f"{value:.4f}"
+        return f"{value:.1e}" if 0 < abs(value) < 5e-4 else f"{value:.4f}"
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(map(format_value, value)) + "]"
     if isinstance(value, dict):
@@ -1326,6 +1323,8 @@ def _batches_with_a_share(n: int, batch_size: int, rank: int, drop_last: bool = 
 
 def _check_same_steps(loader: Iterable, model: DistributedDataParallel) -> None:
     """Raise in every process at once if they would take different numbers of steps (DDP would hang)."""
+    if not hasattr(loader, "__len__"):
+        return
     steps = torch.tensor([len(loader), -len(loader)], device=_model_device(model))  # max of both: max, -min
     dist.all_reduce(steps, op=dist.ReduceOp.MAX, group=model.process_group)
     if steps[0] != -steps[1]:

@@ -72,7 +72,6 @@ def test_two_nodes_on_one_machine_train_the_same_weights(one_process, data_root,
                 *TORCHRUN,
                 "--nnodes=2",
                 "--nproc_per_node=1",
-                f"--node_rank={rank}",
                 "--rdzv-backend=c10d",
                 f"--rdzv-endpoint={endpoint}",
                 "--rdzv-id=test",
@@ -84,7 +83,7 @@ def test_two_nodes_on_one_machine_train_the_same_weights(one_process, data_root,
             stderr=subprocess.STDOUT,
             text=True,
         )
-        for rank in (0, 1)
+        for _ in range(2)
     ]
     outputs = [node.communicate(timeout=300)[0] for node in nodes]
     assert [node.returncode for node in nodes] == [0, 0], "\n".join(outputs)

@@ -27,6 +27,7 @@ EXPECTED = [
     "07_error_analysis",
     "08_checkpoints",
     "09_cpu_vs_gpu",
+    "10_many_gpus",
 ]
 # What a test run passes to every notebook that declares it: the CPU, and small exercises.
 TEST_PARAMETERS = {
@@ -115,6 +116,7 @@ def test_results_show_as_a_table_not_a_raw_dict():
 
     assert series.RESULTS_MIME == helpers.RESULTS_MIME
     assert helpers.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
+    assert helpers.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
 
 
 # ---------------------------------------------------------------------------- the main job, run once
