@@ -335,9 +335,10 @@ def make_loaders(
     if settings.get("num_workers", 0) == 0:
         settings["persistent_workers"] = False
     generator = torch.Generator().manual_seed(seed)
-    train_batches = ShardedBatchSampler(RandomSampler(train_set, generator=generator), batch_size)
-    train_loader = DataLoader(train_set, batch_sampler=train_batches, generator=generator, **settings)
-    val_loader = DataLoader(val_set, batch_sampler=ShardedBatchSampler(range(len(val_set)), val_batch_size), **settings)
+    shuffled = ShardedSampler(RandomSampler(train_set, generator=generator), batch_size)
+    in_order = ShardedSampler(range(len(val_set)), val_batch_size)
+    train_loader = DataLoader(train_set, shuffled.shard_size, sampler=shuffled, generator=generator, **settings)
+    val_loader = DataLoader(val_set, in_order.shard_size, sampler=in_order, **settings)
     return train_loader, val_loader
 
 
@@ -1293,26 +1294,27 @@ def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -
     return rank, world_size
 
 
-class ShardedBatchSampler(Sampler[list[int]]):
+class ShardedSampler(Sampler[int]):
     """This process's share of every batch: the batches of one process, each split by rank.
 
-    With `world_size` processes each takes `batch[rank::world_size]`, so together they see exactly
-    the batches that one process would, in the same order. Unlike `DistributedSampler` it never pads:
-    a split that does not divide evenly counts each image once. A last batch smaller than
-    `world_size` leaves some processes without a share: they skip it.
+    Of each batch of `batch_size` that `sampler` forms, process `rank` takes `batch[rank::world_size]`;
+    a DataLoader with `batch_size=shard_size` yields those shares. Together the processes see exactly
+    one process's batches, in the same order. Unlike `DistributedSampler` it never pads: each image
+    counts once. A process with no share of a small last batch has one batch fewer.
     """
 
     def __init__(self, sampler: Iterable[int], batch_size: int, rank: int | None = None, world_size: int | None = None):
         self.rank, self.world_size = _place_in_group(batch_size, rank, world_size)
-        self.batches = BatchSampler(sampler, batch_size, drop_last=False)
+        self.sampler, self.batch_size = sampler, batch_size
+        self.shard_size = batch_size // self.world_size
 
-    def __iter__(self) -> Iterator[list[int]]:
-        for batch in self.batches:
-            if len(batch) > self.rank:
-                yield batch[self.rank :: self.world_size]
+    def __iter__(self) -> Iterator[int]:
+        for batch in BatchSampler(self.sampler, self.batch_size, drop_last=False):
+            yield from batch[self.rank :: self.world_size]
 
     def __len__(self) -> int:
-        return _batches_with_a_share(len(self.batches.sampler), self.batches.batch_size, self.rank)
+        full, last = divmod(len(self.sampler), self.batch_size)
+        return full * self.shard_size + len(range(self.rank, last, self.world_size))
 
 
 def _batches_with_a_share(n: int, batch_size: int, rank: int, drop_last: bool = False) -> int:
@@ -1921,8 +1923,8 @@ def train_lesson(
     else:
         train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
         train_loader, val_loader = DeviceDataLoader(train_dl, device), DeviceDataLoader(val_dl, device)
-        test_batches = ShardedBatchSampler(range(len(test_set)), LESSON.val_batch_size)
-        test_loader = DeviceDataLoader(DataLoader(test_set, batch_sampler=test_batches), device)
+        in_order = ShardedSampler(range(len(test_set)), LESSON.val_batch_size)
+        test_loader = DeviceDataLoader(DataLoader(test_set, in_order.shard_size, sampler=in_order), device)
     model = data_parallel(to_device(MnistModel(784, hidden_size, 10), device), device)
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):

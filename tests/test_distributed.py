@@ -123,7 +123,8 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
             resident = helpers.DeviceResidentLoader(images, labels, batch_size, device="cpu")
             dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
-            loader = DataLoader(dataset, batch_sampler=helpers.ShardedBatchSampler(range(1001), batch_size))
+            sampler = helpers.ShardedSampler(range(1001), batch_size)
+            loader = DataLoader(dataset, sampler.shard_size, sampler=sampler)
             found[f"resident_{batch_size}"] = helpers.evaluate(model, resident)
             found[f"loader_{batch_size}"] = helpers.evaluate(model, loader)
         # Training on 1001 images in batches of 128: a last batch of 105 splits 53 + 52.
@@ -191,12 +192,19 @@ def test_processes_that_would_take_different_numbers_of_steps_stop_with_a_clear_
 
 @pytest.mark.parametrize("world_size", [1, 2, 4])
 def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size):
-    one = list(helpers.ShardedBatchSampler(range(1001), 128, rank=0, world_size=1))
-    shards = [
-        list(helpers.ShardedBatchSampler(range(1001), 128, rank=r, world_size=world_size)) for r in range(world_size)
-    ]
+    order = torch.randperm(1001, generator=torch.Generator().manual_seed(0)).tolist()
+
+    def batches(rank, world_size):
+        sampler = helpers.ShardedSampler(order, 128, rank=rank, world_size=world_size)
+        loader = DataLoader(range(1001), sampler.shard_size, sampler=sampler)
+        assert len(loader) == len(list(loader)) and len(sampler) == len(list(sampler))
+        return [b.tolist() for b in loader]
+
+    one = batches(0, 1)
+    assert one == [order[i : i + 128] for i in range(0, 1001, 128)]
+    shards = [batches(r, world_size) for r in range(world_size)]
     for step, batch in enumerate(one):
-        assert sorted(i for shard in shards for i in shard[step]) == batch
+        assert sorted(i for shard in shards for i in shard[step]) == sorted(batch)
     images, labels = torch.zeros(1001, 1, 28, 28, dtype=torch.uint8), torch.arange(1001)
     loaders = [
         helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", rank=r, world_size=world_size)
@@ -209,7 +217,7 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
 
 def test_a_batch_that_does_not_split_evenly_is_refused():
     with pytest.raises(ValueError, match="a batch of 128 does not split evenly over 3 processes.*1, 2, 4, 8, 16"):
-        helpers.ShardedBatchSampler(range(10), 128, rank=0, world_size=3)
+        helpers.ShardedSampler(range(10), 128, rank=0, world_size=3)
     with pytest.raises(ValueError, match="does not split evenly over 3"):
         helpers.DeviceResidentLoader(
             torch.zeros(10, 1, 28, 28), torch.zeros(10), 128, device="cpu", rank=0, world_size=3
