@@ -178,7 +178,7 @@ def test_the_report_links_every_notebook_and_embeds_its_figures(series_run):
         assert html.stat().st_size > 10_000 and "<html" in html.read_text()[:2000].lower()
     figures = sorted((series_run / "figures").glob("*.png"))
     assert all(f'src="figures/{f.name}"' in page for f in figures)
-    assert "Device: <b>cpu</b>" in page and re.search(r"9 notebooks in \d+ s", page)
+    assert "Device: <b>cpu</b>" in page and re.search(rf"{len(EXPECTED)} notebooks in \d+ s", page)
     assert "val acc" in page and not PROJECT_TARGET.search(page)
 
 
@@ -210,6 +210,13 @@ def test_series_results_are_the_lessons(series_run):
     speed = m["09_cpu_vs_gpu"]
     assert speed["speedrun_reached"] is True and speed["speedrun_test_acc"] >= 0.97
     assert speed["resident_speedup_cpu"] > 1
+    ddp = m["10_many_gpus"]
+    assert ddp["processes"] == 2 and ddp["backend"] == "gloo"
+    for launch in ("torchrun", "two_nodes", "four_processes"):
+        assert ddp[f"{launch}_max_weight_difference"] <= 1e-5, f"{launch}: the same weights as one process"
+    assert ddp["spawn_max_weight_difference"] < 0.2 and 0.96 <= ddp["test_acc"] <= 0.975
+    assert ddp["failed_job_exit_s"] < 60
+    assert 0 < ddp["lesson_model_communication_share"] < 1 and ddp["lesson_model_speedup"] > 0
 
 
 def test_the_lessons_code_agrees_with_helpers(data_root):
