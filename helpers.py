@@ -529,34 +529,48 @@ def _check_hparams(epochs: Any, lr: Any) -> None:
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
 
 
-def train_epoch(model: nn.Module, train_loader: Iterable, optimizer: torch.optim.Optimizer) -> dict[str, float]:
+def train_epoch(
+    model: nn.Module,
+    train_loader: Iterable,
+    optimizer: torch.optim.Optimizer,
+    amp: torch.dtype | None = None,
+    scaler: torch.amp.GradScaler | None = None,
+) -> dict[str, float]:
     """One pass over the training data, as in the lesson's loop; return the mean loss and accuracy.
 
     The sums stay on the device and are read once, at the end: reading a GPU number from Python
     after every step (`loss.item()`) would make the CPU wait for the GPU at every step. A model
-    wrapped in DistributedDataParallel trains on this process's share of each batch (notebook 10).
+    wrapped in DistributedDataParallel trains on this process's share of each batch (notebook 10);
+    `amp` and `scaler` are mixed precision (notebook 11).
     """
-    ddp = isinstance(model, DistributedDataParallel)
-    if ddp:
-        _check_same_steps(train_loader, model)
-    loss_sum = correct = torch.zeros((), device=_model_device(model))
+    device, ddp = _model_device(model), _ddp_of(model)
+    if ddp is not None:
+        _check_same_steps(train_loader, ddp)
+    loss_sum = correct = torch.zeros((), device=device)
     seen = 0
     for step, (images, labels) in enumerate(train_loader):
         if step == 0:
             _check_same_device(model, (images, labels))
             _check_labels(labels)
-        outputs = model(images)
-        loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
+        with torch.autocast(device.type, dtype=amp) if amp else contextlib.nullcontext():
+            outputs = model(images)
+            loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
         # DDP averages the processes' gradients: weigh each process by its share of the batch
-        (loss * _share_of_batch(len(labels), model) if ddp else loss).backward()
-        optimizer.step()
+        weighted = loss if ddp is None else loss * _share_of_batch(len(labels), ddp)
+        if scaler is None:
+            weighted.backward()
+            optimizer.step()
+        else:  # float16: the loss is scaled up so that small gradients do not round to zero
+            scaler.scale(weighted).backward()
+            scaler.step(optimizer)
+            scaler.update()
         optimizer.zero_grad(set_to_none=True)
         loss_sum = loss_sum + loss.detach() * len(labels)
         correct = correct + (outputs.detach().argmax(dim=1) == labels).sum()
         seen += len(labels)
     totals = torch.stack([loss_sum, correct.to(loss_sum.dtype), loss_sum.new_tensor(seen)])
-    if ddp:  # the sums over every process's share
-        dist.all_reduce(totals, group=model.process_group)
+    if ddp is not None:  # the sums over every process's share
+        dist.all_reduce(totals, group=ddp.process_group)
     loss_total, correct_total, seen = totals.tolist()  # the one read
     if not seen:
         raise ValueError("fit got an empty training loader: it yielded no batches")
@@ -575,6 +589,8 @@ def fit(
     checkpoint_path: str | Path | None = None,
     seed: int | None = None,
     verbose: bool = True,
+    amp: torch.dtype | str | None = None,
+    compile: bool | str = False,
 ) -> list[dict]:
     """Train for `epochs` epochs with `opt_func(model.parameters(), lr)`; return one dict per epoch.
 
@@ -584,8 +600,13 @@ def fit(
     every epoch is saved and an existing checkpoint is resumed. A NaN/inf loss raises
     `TrainingDiverged` and Ctrl-C raises `TrainingInterrupted`; both keep the completed epochs in
     `.history` and leave the model with the weights of the last completed epoch.
+    Off by default, `amp` (torch.bfloat16 or torch.float16) trains under autocast, with loss
+    scaling for float16, and `compile` (True or a mode) trains a `torch.compile`d model (notebook 11).
     """
     _check_hparams(epochs, lr)
+    amp = check_amp(amp, _model_device(model))
+    scaler = torch.amp.GradScaler(_model_device(model).type) if amp == torch.float16 else None
+    trainer = compiled(model, compile)
     optimizer = opt_func(model.parameters(), lr)
     hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
     net = unwrap(model)  # the model itself, whether or not DistributedDataParallel wraps it
@@ -594,7 +615,7 @@ def fit(
     try:
         for epoch in range(len(history), epochs):
             t0 = time.perf_counter()
-            result = train_epoch(model, _with_progress(train_loader, progress, epoch), optimizer)
+            result = train_epoch(trainer, _with_progress(train_loader, progress, epoch), optimizer, amp, scaler)
             result["train_s"] = time.perf_counter() - t0
             result = evaluate(model, val_loader) | result
             result["epoch_s"] = time.perf_counter() - t0
@@ -1274,8 +1295,15 @@ def barrier() -> None:
 
 
 def unwrap(model: nn.Module) -> nn.Module:
-    """The model inside a DistributedDataParallel wrapper: the one to save, print or call methods on."""
+    """The model inside `torch.compile` and DistributedDataParallel: the one to save, print or call methods on."""
+    model = getattr(model, "_orig_mod", model)  # what torch.compile wrapped
     return model.module if isinstance(model, DistributedDataParallel) else model
+
+
+def _ddp_of(model: nn.Module) -> DistributedDataParallel | None:
+    """The DistributedDataParallel wrapper of `model`, compiled or not; None for a plain model."""
+    model = getattr(model, "_orig_mod", model)
+    return model if isinstance(model, DistributedDataParallel) else None
 
 
 def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -> tuple[int, int]:
@@ -1576,6 +1604,82 @@ def format_benchmark_ddp(rows: Sequence[dict]) -> str:
             f"{r['ddp_s_max']:.3f}) | {r['speedup']:.2f}x | {r['communication_share']:.0%} |"
         )
     return "\n".join(lines)
+
+
+# ==================================================================================================
+# 10. GPU speed: mixed precision, TF32, torch.compile, the profiler (notebooks 09 and 11)
+# ==================================================================================================
+
+AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def bf16_native(device: str | torch.device) -> bool:
+    """Whether `device` computes in bfloat16 natively: CPUs do (in PyTorch), GPUs from Ampere on (not a T4)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type in ("cpu", "xpu")
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # PyTorch before 2.4 has no including_emulation
+        return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def check_amp(amp: torch.dtype | str | None, device: str | torch.device) -> torch.dtype | None:
+    """The autocast dtype for `amp` (None, torch.bfloat16 or torch.float16, or their names) on `device`."""
+    if amp is None:
+        return None
+    dtype = AMP_DTYPES.get(amp.removeprefix("torch.")) if isinstance(amp, str) else amp
+    if dtype not in AMP_DTYPES.values():
+        raise ValueError(f"amp must be torch.bfloat16, torch.float16 or None (full float32), got {amp!r}")
+    device = torch.device(device)
+    if dtype == torch.float16 and device.type == "cpu":
+        raise ValueError(
+            "float16 autocast needs a GPU: on the CPU it is emulated and slow, and there is no loss scaling. "
+            "Use amp=torch.bfloat16 on the CPU, or train on a GPU"
+        )
+    if dtype == torch.bfloat16 and not bf16_native(device):
+        raise ValueError(
+            f"{device} has no native bfloat16 (a T4, a V100 and older GPUs emulate it, slowly): use "
+            "amp=torch.float16 there, which fit pairs with loss scaling"
+        )
+    return dtype
+
+
+def compiled(model: nn.Module, mode: bool | str = True) -> nn.Module:
+    """`torch.compile(model, mode=mode)`, sharing the model's weights; the model itself when mode is False."""
+    if not mode:
+        return model
+    mode = "default" if mode is True else mode
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile must be True, False or a mode ({', '.join(COMPILE_MODES)}), got {mode!r}")
+    device = _model_device(model)
+    if mode == "reduce-overhead" and device.type != "cuda":
+        raise ValueError(
+            f"compile='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
+            "Use compile=True there"
+        )
+    return torch.compile(model, mode=mode)
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool = True) -> Iterator[None]:
+    """Within the block: float32 matrix products on CUDA in TF32 (Ampere and newer GPUs) or not; then as before."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # PyTorch 2.9 and newer
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+    else:
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if enabled else "highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(before)
 
 
 # ==================================================================================================
@@ -1892,6 +1996,8 @@ def train_lesson(
     save: str | Path | None = None,
     seed: int = LESSON.seed,
     hidden_size: int = 32,
+    amp: torch.dtype | str | None = None,
+    compile: bool | str = False,
 ) -> dict:
     """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy.
 
@@ -1928,7 +2034,7 @@ def train_lesson(
     model = data_parallel(to_device(MnistModel(784, hidden_size, 10), device), device)
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader)
+        history += fit(n, lr, model, train_loader, val_loader, amp=amp, compile=compile)
     test = evaluate(model, test_loader)
     print_once(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
     model = unwrap(model)  # a plain MnistModel: its state_dict has no "module." prefix
@@ -1955,6 +2061,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
     train.add_argument("--fast", action="store_true", help="feed the model from device-resident tensors")
     train.add_argument("--save", default=None, help="save the trained state_dict to this file")
+    train.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="mixed precision: autocast to this dtype")
+    train.add_argument(
+        "--compile", nargs="?", const="default", default=False, choices=COMPILE_MODES, help="torch.compile the model"
+    )
     bench = commands.add_parser("bench", help="seconds per epoch of each input pipeline on each device")
     bench.add_argument("--epochs", type=int, default=3, help="epochs per pipeline; the median is reported")
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
@@ -1981,6 +2091,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             limit=limit,
             save=args.save,
             seed=args.seed,
+            amp=args.amp,
+            compile=args.compile,
         )
     elif args.command == "bench" and args.ddp:
         benchmark_ddp(
