@@ -20,6 +20,7 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import gc
 import gzip
 import hashlib
 import io
@@ -450,20 +451,23 @@ def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
     """Validation loss and accuracy over every sample, in eval mode without autograd.
 
     In a process group, every process calls it on its share of the data and gets the same totals.
+    A classifier without `validation_step` (such as `mlp(...)`) is evaluated as MnistModel would be.
     """
     model = unwrap(model)
+    step = getattr(model, "validation_step", partial(MnistModel.validation_step, model))
+    epoch_end = getattr(model, "validation_epoch_end", partial(MnistModel.validation_epoch_end, model))
     outputs = []
     with eval_mode(model):
         for batch in val_loader:
             if not outputs:
                 _check_same_device(model, batch)
-            outputs.append(model.validation_step(batch))
+            outputs.append(step(batch))
     if not outputs and rank_and_world()[1] > 1:  # no share of the data here: add nothing to the sums
         zero = torch.zeros((), device=_model_device(model))
         outputs = [{"val_loss": zero, "val_acc": zero, "n": 0}]
     if not outputs:
         raise ValueError("evaluate got an empty loader: it yielded no batches")
-    return model.validation_epoch_end(outputs)
+    return epoch_end(outputs)
 
 
 class TrainingDiverged(FloatingPointError):
@@ -1154,11 +1158,46 @@ def benchmark(
     if out_dir is not None:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
-        (out / "bench.json").write_text(json.dumps(rows, indent=2) + "\n")
+        _write_bench(out / "bench.json", pipelines=rows)
         plot_benchmark(rows).savefig(out / "bench.png", dpi=100, bbox_inches="tight")
         if verbose:
             print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
     return rows
+
+
+def _write_bench(path: Path, **sections: list[dict]) -> None:
+    """Write (or add to) a benchmark file: the machine, the date and each section's rows."""
+    found = json.loads(path.read_text()) if path.exists() else {}
+    if not isinstance(found, dict) or found.get("machine") != describe_device("cpu"):
+        found = {}  # another machine's or an older format's figures are not mixed in
+    found |= {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    found["devices"] = {name: describe_device(name) for name in available_devices()}
+    path.write_text(json.dumps(found | sections, indent=2) + "\n")
+
+
+def bench_report(path: str | Path = "runs/bench/bench.json") -> str:
+    """The benchmark file as the README's Markdown: where it was measured, then each table."""
+    found = json.loads(Path(path).read_text())
+    devices = "; ".join(found["devices"].values())
+    parts = [f"Measured with `make bench` on {found['date']}, PyTorch {found['torch']}: {devices}."]
+    if found.get("pipelines"):
+        parts += ["**Input pipelines** (the lesson's model, lr 0.5):", format_benchmark(found["pipelines"])]
+    if found.get("speed"):
+        parts += ["**Speed features** (steady-state epochs; the first epoch apart):", format_speed(found["speed"])]
+    return "\n\n".join(parts)
+
+
+README_BENCH = ("<!-- bench:begin -->", "<!-- bench:end -->")
+
+
+def write_bench_report(readme: str | Path, path: str | Path = "runs/bench/bench.json") -> None:
+    """Replace the README's measured block (between README_BENCH's markers) with `bench_report(path)`."""
+    text = Path(readme).read_text()
+    begin, end = README_BENCH
+    if begin not in text or end not in text:
+        raise ValueError(f"{readme} has no block to replace: put {begin} and {end} where the figures go")
+    head, rest = text.split(begin, 1)
+    Path(readme).write_text(f"{head}{begin}\n{bench_report(path)}\n{end}{rest.split(end, 1)[1]}")
 
 
 def format_benchmark(rows: Sequence[dict]) -> str:
@@ -1682,6 +1721,246 @@ def tf32(enabled: bool = True) -> Iterator[None]:
             torch.set_float32_matmul_precision(before)
 
 
+def mlp(*sizes: int) -> nn.Sequential:
+    """A feed-forward network with ReLU between layers: mlp(784, 4096, 4096, 10) is 784-4096-4096-10."""
+    layers: list[nn.Module] = [nn.Flatten()]
+    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+        layers += [nn.Linear(n_in, n_out)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
+    return nn.Sequential(*layers)
+
+
+# The two models of notebook 11: (layer sizes, batch size, learning rate).
+SPEED_MODELS = {"small": ((784, 32, 10), 128, 0.5), "wide": ((784, 4096, 4096, 10), 512, 0.1)}
+
+
+def speed_configs(device: str | torch.device) -> list[str]:
+    """The configurations `benchmark_speed` can run on `device`: float32 first, then each speed feature."""
+    device = torch.device(device)
+    configs = ["float32"]
+    if device.type == "cuda":
+        configs.append("tf32")
+    if bf16_native(device):
+        configs.append("bfloat16")
+    if device.type in ("cuda", "mps"):
+        configs.append("float16")
+    configs.append("compile")
+    if device.type == "cuda":
+        configs.append("compile reduce-overhead")
+    return configs
+
+
+def _same_order(loader: DeviceResidentLoader) -> DeviceResidentLoader:
+    """A twin of `loader` sharing its tensors, with a generator of its own that will shuffle the same way."""
+    twin = copy.copy(loader)
+    twin.generator = torch.Generator(device=loader.generator.device)
+    twin.generator.set_state(loader.generator.get_state())
+    return twin
+
+
+def _speed_run(config: str, sizes: Sequence[int], lr: float, train: DeviceResidentLoader, seed: int) -> dict:
+    """A fresh seeded model, its optimizer, its data and the switches of one `benchmark_speed` configuration."""
+    device = train.device
+    seed_everything(seed)
+    model = to_device(mlp(*sizes), device)
+    amp = AMP_DTYPES.get(config)
+    mode = {"compile": "default", "compile reduce-overhead": "reduce-overhead"}.get(config, False)
+    return {
+        "model": model,
+        "trainer": compiled(model, mode),
+        "optimizer": torch.optim.SGD(model.parameters(), lr),
+        "amp": amp,
+        "scaler": torch.amp.GradScaler(device.type) if amp == torch.float16 else None,
+        "tf32": config == "tf32",
+        "train": train,
+        "epoch_s": [],
+    }
+
+
+def benchmark_speed(
+    root: str | Path = "data",
+    devices: Sequence[str] | None = None,
+    models: Sequence[str] = tuple(SPEED_MODELS),
+    configs: Sequence[str] | None = None,
+    epochs: int = 3,
+    limit: int | None = 10_000,
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> list[dict]:
+    """Seconds per epoch of each speed feature against plain float32, side by side, on each device.
+
+    For each model of SPEED_MODELS and each device, the configurations (`speed_configs`) take turns,
+    one epoch each. The first epoch is reported apart (`first_s`: it holds torch.compile's
+    compilation and every warm-up); the steady state is the median of the later epochs, with their
+    spread. Each row also has the validation accuracy reached, so a trick that costs accuracy shows.
+    """
+    if epochs < 2:
+        raise ValueError(f"epochs must be at least 2: the first is warm-up, timed apart; got {epochs}")
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed)
+    if limit is not None:
+        train_set = Subset(train_set, range(min(limit, len(train_set))))
+    rows = []
+    for device_name in devices or available_devices():
+        device = _check_device(torch.device(device_name))
+        names = [c for c in configs or speed_configs(device) if c in speed_configs(device)]
+        for model_name in models:
+            sizes, batch_size, lr = SPEED_MODELS[model_name]
+            train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
+            val = DeviceResidentLoader.from_dataset(val_set, 1000, device=device)
+            runs = {name: _speed_run(name, sizes, lr, _same_order(train), seed) for name in names}
+            for _ in range(epochs):
+                for run in runs.values():
+                    with tf32(run["tf32"]):
+                        t0 = time.perf_counter()
+                        train_epoch(run["trainer"], run["train"], run["optimizer"], run["amp"], run["scaler"])
+                        run["epoch_s"].append(time.perf_counter() - t0)  # train_epoch ends with a read: synced
+            for name, run in runs.items():
+                steady = run["epoch_s"][1:]
+                rows.append(
+                    {
+                        "model": "-".join(map(str, sizes)),
+                        "batch_size": batch_size,
+                        "device": str(device),
+                        "config": name,
+                        "epoch_s": statistics.median(steady),
+                        "epoch_s_min": min(steady),
+                        "epoch_s_max": max(steady),
+                        "first_s": run["epoch_s"][0],
+                        "val_acc": evaluate(run["model"], val)["val_acc"],
+                    }
+                )
+            base = rows[-len(runs)]["epoch_s"]
+            for row in rows[-len(runs) :]:
+                row["speedup"] = base / row["epoch_s"]
+            del runs
+    if verbose:
+        print(format_speed(rows))
+    return rows
+
+
+def format_speed(rows: Sequence[dict]) -> str:
+    """The rows of `benchmark_speed` as a Markdown table."""
+    lines = [
+        "| model | batch | device | configuration | s/epoch (median) | fastest-slowest | first epoch s | speed-up "
+        "| val_acc |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['model']} | {r['batch_size']} | {r['device']} | {r['config']} | {r['epoch_s']:.3f} | "
+            f"{r['epoch_s_min']:.3f}-{r['epoch_s_max']:.3f} | {r['first_s']:.2f} | {r['speedup']:.2f}x | "
+            f"{r['val_acc']:.4f} |"
+        )
+    return "\n".join(lines)
+
+
+def gpu_memory(device: str | torch.device = "cuda") -> dict[str, int]:
+    """Bytes that tensors hold on a CUDA device now (`allocated`) and that PyTorch's cache holds (`reserved`)."""
+    return {"allocated": torch.cuda.memory_allocated(device), "reserved": torch.cuda.memory_reserved(device)}
+
+
+def largest_batch(model: nn.Module, input_shape: Sequence[int] = (784,), start: int = 64, stop: int = 2**20) -> int:
+    """The largest batch, doubling from `start`, with which a forward and backward pass fit in GPU memory."""
+    device, fits = _model_device(model), 0
+    batch = start
+    while batch <= stop:
+        try:
+            model(torch.rand(batch, *input_shape, device=device)).float().sum().backward()
+        except torch.OutOfMemoryError:
+            break
+        fits, batch = batch, batch * 2
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return fits
+
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def profile_training(
+    model: nn.Module, loader: Iterable, steps: int = 30, lr: float = LESSON.lrs[0], trace: str | Path | None = None
+) -> dict:
+    """Profile `steps` training steps with torch.profiler, each phase labelled; return seconds and profile.
+
+    The phases are `data` (waiting for the next batch, on the device), `forward`, `backward` and
+    `optimizer`. One batch is drawn before profiling starts, so that starting workers is not counted.
+    On CUDA the device is synchronized in every phase, so that each phase's time includes its GPU work.
+    With `trace`, the timeline is written there for Perfetto (ui.perfetto.dev) or chrome://tracing.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
+    device = _model_device(model)
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    optimizer = torch.optim.SGD(model.parameters(), lr)
+    batches = iter(loader)
+    next(batches)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            with record_function("data"):
+                images, labels = next(batches)
+                synchronize(device)
+            with record_function("forward"):
+                loss = F.cross_entropy(model(images), labels)
+                synchronize(device)
+            with record_function("backward"):
+                loss.backward()
+                synchronize(device)
+            with record_function("optimizer"):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                synchronize(device)
+    if trace is not None:
+        Path(trace).parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+    events = prof.key_averages()
+    seconds = {e.key: e.cpu_time_total / 1e6 for e in events if e.key in PHASES}
+    return {"seconds": {phase: seconds.get(phase, 0.0) for phase in PHASES}, "steps": steps, "profile": prof}
+
+
+def top_operations(profiled: dict, n: int = 10) -> list[dict]:
+    """The `n` PyTorch operations with the most self time (their own, without what they call)."""
+    events = [e for e in profiled["profile"].key_averages() if e.key not in PHASES]
+    total = sum(e.self_cpu_time_total for e in events) or 1
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [
+        {
+            "operation": e.key,
+            "calls": e.count,
+            "self_ms": e.self_cpu_time_total / 1e3,
+            "share": e.self_cpu_time_total / total,
+        }
+        for e in events[:n]
+    ]
+
+
+def format_operations(rows: Sequence[dict]) -> str:
+    """The rows of `top_operations` as a Markdown table."""
+    lines = ["| operation | calls | self ms | share |", "|---|---|---|---|"]
+    lines += [f"| `{r['operation']}` | {r['calls']} | {r['self_ms']:.1f} | {r['share']:.0%} |" for r in rows]
+    return "\n".join(lines)
+
+
+def plot_phases(profiles: dict[str, dict]):
+    """Per-step seconds of each phase, one bar per profiled pipeline; return the Figure."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(profiles) + 1.2))
+    colors = {"data": "tab:orange", "forward": "tab:blue", "backward": "tab:green", "optimizer": "tab:purple"}
+    for y, profiled in enumerate(profiles.values()):
+        left = 0.0
+        for phase in PHASES:
+            ms = 1e3 * profiled["seconds"][phase] / profiled["steps"]
+            ax.barh(y, ms, left=left, color=colors[phase], label=phase if y == 0 else None)
+            left += ms
+        ax.text(left, y, f" {left:.2f} ms", va="center", fontsize=8)
+    ax.set_yticks(range(len(profiles)), list(profiles))
+    ax.invert_yaxis()
+    ax.set(xlabel="milliseconds per training step", title="Where a training step's time goes")
+    ax.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
+    return fig
+
+
 # ==================================================================================================
 # Behind the scenes: fetching MNIST online and offline, verified (called by load_mnist)
 # ==================================================================================================
@@ -2071,7 +2350,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
     bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
     bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
-    bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp")
+    bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp and speed")
+    bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
+    report = commands.add_parser("bench-report", help="the README's figures from runs/bench/bench.json")
+    report.add_argument("--file", default="runs/bench/bench.json")
+    report.add_argument("--readme", default=None, help="replace the measured block of this README")
     run = commands.add_parser("speedrun", help="a fixed schedule as fast as possible, then test accuracy once")
     run.add_argument("--batch-size", type=int, default=LESSON.batch_size)
     run.add_argument("--lr", type=float, default=0.2)
@@ -2105,14 +2388,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             seed=args.seed,
         )
     elif args.command == "bench":
-        benchmark(
-            root=args.data,
-            devices=args.devices or ([args.device] if args.device else None),
-            epochs=1 if args.dry_run else args.epochs,
-            limit=limit,
-            out_dir=args.out,
-            seed=args.seed,
-        )
+        devices = args.devices or ([args.device] if args.device else None)
+        epochs = 1 if args.dry_run else args.epochs
+        rows = benchmark(args.data, devices, epochs, limit=limit, out_dir=args.out, seed=args.seed)
+        if not args.no_speed:
+            speed = benchmark_speed(
+                args.data,
+                sorted({r["device"] for r in rows}, key=[r["device"] for r in rows].index),
+                models=["small"] if args.dry_run else tuple(SPEED_MODELS),
+                configs=["float32", "bfloat16"] if args.dry_run else None,  # a dry run compiles nothing
+                epochs=2 if args.dry_run else max(args.epochs, 2),
+                limit=limit or args.limit,
+                seed=args.seed,
+            )
+            _write_bench(Path(args.out) / "bench.json", pipelines=rows, speed=speed)
+    elif args.command == "bench-report":
+        if args.readme:
+            write_bench_report(args.readme, args.file)
+            print(f"updated the measured block of {args.readme} from {args.file}")
+        else:
+            print(bench_report(args.file))
     else:
         result = speedrun(
             root=args.data,

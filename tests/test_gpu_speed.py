@@ -129,3 +129,68 @@ def test_mixed_precision_trains_on_cuda(amp):
     history = helpers.fit(2, 0.5, model, train, val, progress=False, verbose=False, amp=amp)
     assert {d for training, d in dtypes if training} == {amp}
     assert all(torch.isfinite(torch.tensor(h["train_loss"])) for h in history)
+
+
+def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
+    assert helpers.speed_configs("cpu") == ["float32", "bfloat16", "compile"]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # a T4
+    assert helpers.speed_configs("cuda") == ["float32", "tf32", "float16", "compile", "compile reduce-overhead"]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100
+    assert "bfloat16" in helpers.speed_configs("cuda")
+
+
+def test_mlp_layers():
+    model = helpers.mlp(784, 64, 64, 10)
+    assert [m.out_features for m in model if isinstance(m, torch.nn.Linear)] == [64, 64, 10]
+    assert sum(isinstance(m, torch.nn.ReLU) for m in model) == 2 and model(torch.rand(3, 1, 28, 28)).shape == (3, 10)
+
+
+def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, monkeypatch):
+    order = []
+    real = helpers.train_epoch
+    monkeypatch.setattr(helpers, "train_epoch", lambda *a: order.append((a[0], a[3])) or real(*a))
+    rows = helpers.benchmark_speed(
+        data_root, ["cpu"], models=["small"], configs=["float32", "bfloat16"], epochs=3, limit=512, verbose=False
+    )
+    assert [r["config"] for r in rows] == ["float32", "bfloat16"]
+    assert [amp for _, amp in order] == [None, torch.bfloat16] * 3, "one epoch each, taking turns"
+    assert len({id(model) for model, _ in order}) == 2
+    for r in rows:
+        assert r["model"] == "784-32-10" and r["batch_size"] == 128 and r["first_s"] > 0
+        assert r["epoch_s_min"] <= r["epoch_s"] <= r["epoch_s_max"] and 0 < r["val_acc"] <= 1
+    assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[0]["epoch_s"] / rows[1]["epoch_s"])
+    assert "| 784-32-10 | 128 | cpu | bfloat16 |" in helpers.format_speed(rows)
+    with pytest.raises(ValueError, match="at least 2"):
+        helpers.benchmark_speed(data_root, ["cpu"], epochs=1)
+
+
+def test_profile_labels_each_phase_and_lists_the_operations(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    images, labels = torch.randint(0, 256, (640, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(640) % 10
+    loader = helpers.DeviceResidentLoader(images, labels, 64, device="cpu")
+    profiled = helpers.profile_training(helpers.MnistModel(), loader, steps=5, trace=tmp_path / "trace.json")
+    assert profiled["steps"] == 5 and set(profiled["seconds"]) == set(helpers.PHASES)
+    assert all(seconds > 0 for seconds in profiled["seconds"].values())
+    top = helpers.top_operations(profiled, n=8)
+    names = [row["operation"] for row in top]
+    assert len(top) == 8 and not set(names) & set(helpers.PHASES)
+    assert {"aten::addmm", "aten::mm"} & set(names), "the linear layers' matrix products are among the top"
+    assert top[0]["self_ms"] >= top[-1]["self_ms"] and 0 < sum(row["share"] for row in top) <= 1 + 1e-9
+    assert '"traceEvents"' in (tmp_path / "trace.json").read_text()[:1000]
+    assert helpers.plot_phases({"resident": profiled}).axes[0].get_xlabel() == "milliseconds per training step"
+
+
+def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch):
+    seen = {}
+    real = helpers.train_epoch
+
+    def record(model, loader, *rest):
+        seen.setdefault(id(model), []).append(torch.cat([labels for _, labels in loader]))
+        return real(model, loader, *rest)
+
+    monkeypatch.setattr(helpers, "train_epoch", record)
+    configs = ["float32", "bfloat16"]
+    helpers.benchmark_speed(data_root, ["cpu"], models=["small"], configs=configs, epochs=2, limit=512, verbose=False)
+    first, second = seen.values()
+    assert all(torch.equal(a, b) for a, b in zip(first, second)), "the same order for every configuration"
+    assert not torch.equal(first[0], first[1]), "reshuffled every epoch"

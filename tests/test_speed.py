@@ -24,7 +24,7 @@ def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatc
     out = capsys.readouterr().out
     assert "target" not in out and " met" not in out, "the benchmark measures; the acceptance test judges"
     saved = json.loads((tmp_path / "bench.json").read_text())
-    assert saved == json.loads(json.dumps(rows))
+    assert saved["pipelines"] == json.loads(json.dumps(rows)) and saved["machine"] == helpers.describe_device("cpu")
     assert (tmp_path / "bench.png").stat().st_size > 1000
     fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "samples_per_s", "val_acc"}
     assert all(fields | {"speedup_vs_lesson"} <= set(r) for r in rows)
@@ -69,7 +69,17 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     assert "test: loss" in out and (tmp_path / "w.pth").exists()
     assert helpers.main(["--data", str(data_root), "--dry-run", "train", "--fast"]) == 0
     assert helpers.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
-    assert (tmp_path / "b" / "bench.json").exists()
+    saved = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers.PIPELINES)
+    assert [r["config"] for r in saved["speed"]] == ["float32", "bfloat16"]
+    readme = tmp_path / "README.md"
+    readme.write_text(f"# Title\n\n{helpers.README_BENCH[0]}\nold figures\n{helpers.README_BENCH[1]}\n\nMore.\n")
+    assert helpers.main(["bench-report", "--file", str(tmp_path / "b" / "bench.json"), "--readme", str(readme)]) == 0
+    text = readme.read_text()
+    assert "old figures" not in text and text.startswith("# Title") and text.endswith("\n\nMore.\n")
+    assert helpers.format_speed(saved["speed"]) in text and helpers.format_benchmark(saved["pipelines"]) in text
+    with pytest.raises(ValueError, match="no block to replace"):
+        helpers.write_bench_report(tmp_path / "b" / "bench.json", tmp_path / "b" / "bench.json")
     assert helpers.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
     assert helpers.main(["--data", str(data_root), "--dry-run", "speedrun", "--target", "0.999"]) == 0
     with pytest.raises(ValueError, match="one learning rate per phase"):
