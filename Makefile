@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test lint bench speedrun notebooks venv
+.PHONY: run test lint bench bench-report speedrun notebooks venv
 
 venv: $(VENV)
 
@@ -31,6 +31,10 @@ lint: $(VENV)
 ## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
 bench: $(VENV)
 	$(PY) helpers.py bench $(ARGS)
+
+## Replace the README's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
+bench-report: $(VENV)
+	$(PY) helpers.py bench-report --readme README.md
 
 speedrun: $(VENV)
 	$(PY) helpers.py speedrun

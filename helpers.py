@@ -25,6 +25,7 @@ import gzip
 import hashlib
 import io
 import json
+import logging
 import math
 import os
 import pickle
@@ -1698,6 +1699,8 @@ def compiled(model: nn.Module, mode: bool | str = True) -> nn.Module:
             f"compile='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
             "Use compile=True there"
         )
+    # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime: not news here.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
     return torch.compile(model, mode=mode)
 
 

@@ -28,6 +28,7 @@ EXPECTED = [
     "08_checkpoints",
     "09_cpu_vs_gpu",
     "10_many_gpus",
+    "11_gpu_speed",
 ]
 # What a test run passes to every notebook that declares it: the CPU, and small exercises.
 TEST_PARAMETERS = {
@@ -217,6 +218,11 @@ def test_series_results_are_the_lessons(series_run):
     assert ddp["spawn_max_weight_difference"] < 0.2 and 0.96 <= ddp["test_acc"] <= 0.975
     assert ddp["failed_job_exit_s"] < 60
     assert 0 < ddp["lesson_model_communication_share"] < 1 and ddp["lesson_model_speedup"] > 0
+    assert speed["profiled_speedup_resident"] > 1 and 0 < speed["lesson_waiting_for_data"] < 1
+    gpu_speed = m["11_gpu_speed"]
+    assert gpu_speed["configurations"] == ["float32", "bfloat16", "compile"], "the CPU rows only"
+    assert gpu_speed["small_bf16_speedup"] > 0 and gpu_speed["wide_compile_speedup"] > 0
+    assert all(0.9 < acc < 0.99 for acc in gpu_speed["exercise_test_acc"].values())
 
 
 def test_the_lessons_code_agrees_with_helpers(data_root):
