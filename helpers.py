@@ -1167,11 +1167,8 @@ def benchmark(
 
 
 def _write_bench(path: Path, **sections: list[dict]) -> None:
-    """Write (or add to) a benchmark file: the machine, the date and each section's rows."""
-    found = json.loads(path.read_text()) if path.exists() else {}
-    if not isinstance(found, dict) or found.get("machine") != describe_device("cpu"):
-        found = {}  # another machine's or an older format's figures are not mixed in
-    found |= {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    """Write a benchmark file: where and when it was measured, then each section's rows."""
+    found = {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
     found["devices"] = {name: describe_device(name) for name in available_devices()}
     path.write_text(json.dumps(found | sections, indent=2) + "\n")
 
