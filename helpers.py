@@ -609,8 +609,9 @@ def fit(
     scaling for float16, and `compile` (True or a mode) trains a `torch.compile`d model (notebook 11).
     """
     _check_hparams(epochs, lr)
-    amp = check_amp(amp, _model_device(model))
-    scaler = torch.amp.GradScaler(_model_device(model).type) if amp == torch.float16 else None
+    device = _model_device(model)
+    amp = check_amp(amp, device)
+    scaler = torch.amp.GradScaler(device.type) if amp == torch.float16 else None
     trainer = compiled(model, compile)
     optimizer = opt_func(model.parameters(), lr)
     hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
@@ -1801,7 +1802,8 @@ def benchmark_speed(
     rows = []
     for device_name in devices or available_devices():
         device = _check_device(torch.device(device_name))
-        names = [c for c in configs or speed_configs(device) if c in speed_configs(device)]
+        possible = speed_configs(device)
+        names = [c for c in configs or possible if c in possible]
         for model_name in models:
             sizes, batch_size, lr = SPEED_MODELS[model_name]
             train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
