@@ -14,7 +14,8 @@ $(VENV): requirements.txt
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
 	rm -f .venv/.installed-* && touch $@
 
-## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" passes parameters).
+## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" passes parameters;
+## ARGS="--lang zh" also writes the executed notebooks in Chinese, without a second execution).
 run: $(VENV)
 	$(PY) notebooks/series.py run $(ARGS)
 
@@ -39,6 +40,6 @@ bench-report: $(VENV)
 speedrun: $(VENV)
 	$(PY) helpers.py speedrun
 
-## Re-execute the committed notebooks in place, so their stored outputs match the code.
+## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
 notebooks: $(VENV)
 	$(PY) notebooks/series.py refresh

@@ -3,6 +3,7 @@
     python notebooks/series.py run [-p NAME VALUE ...]   # papermill into runs/<timestamp>/ and runs/latest
     python notebooks/series.py refresh                    # execute the committed notebooks in place
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from GITHUB/BRANCH
+    python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
 
 The repository's address lives here and nowhere else: `stamp` writes it into every notebook's
 "Open in Colab" badge and set-up cell, and a test checks that they agree.
@@ -13,8 +14,11 @@ from __future__ import annotations
 import argparse
 import ast
 import base64
+import copy
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -114,6 +118,11 @@ def notebook_paths(names: list[str] | None = None) -> list[Path]:
     return [p for p in paths if not names or p.stem in names or p.name in names]
 
 
+def translated_paths(lang: str = "zh") -> list[Path]:
+    """The committed translated notebooks, e.g. notebooks/zh/01_gpu_runtime.ipynb, in order."""
+    return sorted((NOTEBOOKS / lang).glob("[0-9][0-9]_*.ipynb"))
+
+
 def badge(name: str) -> str:
     """The Markdown "Open in Colab" badge for one notebook."""
     url = f"https://colab.research.google.com/github/{GITHUB}/blob/{BRANCH}/notebooks/{name}"
@@ -169,6 +178,202 @@ def stamp(path: Path, write: bool = True) -> bool:
     return True
 
 
+# ---------------------------------------------------------------------------- translations
+# A translated edition (notebooks/zh/) is built, never edited: its code cells and their outputs are the
+# English notebook's, and each Markdown cell comes from notebooks/zh/NN_name.md, where a marker line
+#     <!-- cell c05-03 en:1a2b3c4d5e6f -->
+# starts the translation of cell c05-03 and records a hash of the English text it translates. When the
+# English cell changes, the hash no longer matches and the build stops until the translation is updated.
+
+LANGUAGES = {"zh": {"previous": "← 上一篇：", "next": "下一篇：", "name": "简体中文"}}
+MARKER = re.compile(r"^<!-- cell (?P<id>\S+) en:(?P<hash>[0-9a-f]{12}) -->[ \t]*$", re.MULTILINE)
+
+
+class TranslationError(ValueError):
+    """A translation file that is missing, out of date or malformed."""
+
+
+# Between two Chinese characters a line break shows as a stray space; next to full-width punctuation
+# (，。：（）) a space is never wanted, whatever is on the other side.
+HAN = "\u4e00-\u9fff"
+FULL_WIDTH = "\u3000-\u303f\uff00-\uffef"
+BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
+
+
+def _joins(previous: str, line: str) -> bool:
+    if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
+        return False
+    end, start = previous[-1], line.lstrip()[0]
+    han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)
+    return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
+
+
+def unwrap_cjk(text: str) -> str:
+    """Join the lines a translator wrapped inside Chinese text, outside code blocks.
+
+    Markdown renders a line break inside a paragraph as a space, which Chinese text does not have. A break
+    between Chinese and a Latin word stays (it shows as the space that belongs there), and so does any
+    break before a list item, heading, table row or code block.
+    """
+    lines: list[str] = []
+    in_code = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code and lines and _joins(lines[-1], line):
+            lines[-1] += line.lstrip()
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def english_text(cell: nbformat.NotebookNode) -> str:
+    """The text a translation translates: a Markdown cell without its Colab badge, which `translate` writes."""
+    return "\n".join(line for line in cell.source.splitlines() if "Open In Colab" not in line)
+
+
+def text_hash(text: str) -> str:
+    """The short hash a translation file records for the English text of one cell."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def marker(cell: nbformat.NotebookNode) -> str:
+    """The line that starts a cell's translation, with the hash of its current English text."""
+    return f"<!-- cell {cell.id} en:{text_hash(english_text(cell))} -->"
+
+
+def translatable(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The Markdown cells a translation file covers: all but the links to the neighbours, which are generated."""
+    return [c for c in nb.cells if c.cell_type == "markdown" and "nav" not in c.metadata.get("tags", [])]
+
+
+def translation_file(name: str, lang: str = "zh") -> Path:
+    """Where the translation of notebook `name` (stem or file name) lives: notebooks/<lang>/<stem>.md."""
+    return NOTEBOOKS / lang / f"{Path(name).stem}.md"
+
+
+def _shown(path: Path) -> str:
+    """A path as an error message names it: from the repository's root when it is inside."""
+    return str(path.relative_to(REPO)) if path.is_relative_to(REPO) else str(path)
+
+
+def read_translation(path: Path) -> dict[str, tuple[str, str]]:
+    """Cell id -> (hash of the English it translates, translated text), from one translation file."""
+    if not path.is_file():
+        raise TranslationError(f"{_shown(path)} is missing: create it with a block for every Markdown cell")
+    text = path.read_text(encoding="utf-8")
+    marks = list(MARKER.finditer(text))
+    entries: dict[str, tuple[str, str]] = {}
+    for mark, following in zip(marks, [*marks[1:], None]):
+        body = text[mark.end() : following.start() if following else len(text)].strip("\n").rstrip()
+        if mark["id"] in entries:
+            raise TranslationError(f"{_shown(path)}: cell {mark['id']} is translated twice")
+        if not body:
+            raise TranslationError(f"{_shown(path)}: cell {mark['id']} has an empty translation")
+        entries[mark["id"]] = (mark["hash"], body)
+    return entries
+
+
+def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tuple[str, str]]) -> list[str]:
+    """What keeps a translation from being current: missing, stale and orphaned cells, one line each."""
+    problems = []
+    cells = translatable(english)
+    for cell in cells:
+        if cell.id not in entries:
+            problems.append(f"cell {cell.id} has no translation: add a block that starts with {marker(cell)}")
+        elif entries[cell.id][0] != text_hash(english_text(cell)):
+            problems.append(
+                f"cell {cell.id} is stale: its English text changed since it was translated. Update the "
+                f"translation, then change its marker to {marker(cell)}"
+            )
+    known = {cell.id for cell in cells}
+    problems += [
+        f"cell {i} is not a Markdown cell of the English notebook any more: remove it"
+        for i in entries
+        if i not in known
+    ]
+    return problems
+
+
+def translated_nav(path: Path, titles: dict[str, str], lang: str = "zh") -> str:
+    """The links to the previous and next notebooks, in `lang`, with the translated titles."""
+    words = LANGUAGES[lang]
+    names = [p.name for p in notebook_paths()]
+    i = names.index(path.name)
+    links = []
+    if i > 0:
+        links.append(f"{words['previous']}[{titles[names[i - 1]]}]({names[i - 1]})")
+    if i + 1 < len(names):
+        links.append(f"{words['next']}[{titles[names[i + 1]]}]({names[i + 1]}) →")
+    return "---\n" + " &nbsp;·&nbsp; ".join(links)
+
+
+def translate_notebook(
+    english: nbformat.NotebookNode, path: Path, entries: dict, titles: dict[str, str], lang: str = "zh"
+) -> nbformat.NotebookNode:
+    """A copy of `english` (committed or executed) with its Markdown in `lang`; code and outputs untouched."""
+    problems = translation_problems(english, entries)
+    if problems:
+        raise TranslationError(f"{_shown(translation_file(path.name, lang))}:\n  " + "\n  ".join(problems))
+    nb = copy.deepcopy(english)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        if "nav" in cell.metadata.get("tags", []):
+            cell.source = translated_nav(path, titles, lang)
+            continue
+        text = unwrap_cjk(entries[cell.id][1]) if lang == "zh" else entries[cell.id][1]
+        if cell is nb.cells[0]:
+            first, *rest = text.splitlines()
+            text = "\n".join([first, badge(f"{lang}/{path.name}"), *rest])
+        cell.source = text
+    nb.metadata["language"] = lang  # what a reader of the .ipynb sees it is written in
+    return nb
+
+
+def translated_titles(lang: str = "zh") -> dict[str, str]:
+    """Every notebook's translated title (the first line of its first cell, without '# '), by file name."""
+    titles = {}
+    for path in notebook_paths():
+        first = nbformat.read(path, as_version=4).cells[0]
+        file = translation_file(path.name, lang)
+        entry = read_translation(file).get(first.id) if file.is_file() else None  # its own build reports it
+        titles[path.name] = entry[1].splitlines()[0].lstrip("# ").strip() if entry else title(path)
+    return titles
+
+
+def translate(
+    names: list[str] | None = None, lang: str = "zh", check: bool = False, source: Path = NOTEBOOKS
+) -> list[str]:
+    """Build notebooks/<lang>/ from the notebooks in `source`; with `check`, only report what would change.
+
+    Returns the names of the notebooks written (or, with `check`, out of date). Raises TranslationError,
+    listing every missing or stale cell of every notebook, before it writes anything.
+    """
+    titles = translated_titles(lang)
+    built, problems = {}, []
+    for path in notebook_paths(names):
+        english = nbformat.read(source / path.name, as_version=4)
+        try:
+            built[path.name] = translate_notebook(
+                english, path, read_translation(translation_file(path.name, lang)), titles, lang
+            )
+        except TranslationError as err:
+            problems.append(str(err))
+    if problems:
+        raise TranslationError("\n".join(problems))
+    changed = []
+    for name, nb in built.items():
+        target = NOTEBOOKS / lang / name
+        text = nbformat.writes(nb)
+        text += "" if text.endswith("\n") else "\n"  # as nbformat.write ends a file
+        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+            changed.append(name)
+            if not check:
+                target.write_text(text, encoding="utf-8")
+    return changed
+
+
 RESULTS_MIME = "application/vnd.series.results+json"  # as helpers.show_results writes it
 
 
@@ -196,8 +401,18 @@ def save_figures(nb: nbformat.NotebookNode, stem: str, folder: Path) -> list[Pat
     return paths
 
 
-def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: list[str] | None = None) -> Path:
-    """Execute the series with papermill into out_root/<timestamp>/, with a report; return that folder."""
+def run(
+    parameters: dict | None = None,
+    out_root: Path = REPO / "runs",
+    names: list[str] | None = None,
+    langs: list[str] | None = None,
+) -> Path:
+    """Execute the series with papermill into out_root/<timestamp>/, with a report; return that folder.
+
+    For each language in `langs` (e.g. ["zh"]) the executed notebooks are also written translated into
+    out_root/<timestamp>/<lang>/: the same code and outputs, the Markdown from notebooks/<lang>/, no second run.
+    """
+    titles = {lang: translated_titles(lang) for lang in langs or []}  # a broken translation fails before the run
     import papermill
 
     out = out_root / time.strftime("%Y%m%d-%H%M%S")
@@ -229,6 +444,13 @@ def run(parameters: dict | None = None, out_root: Path = REPO / "runs", names: l
         summary.append({"stem": path.stem, "status": status, "seconds": seconds, "figures": figures})
         print(f"{path.stem}: {status} in {seconds:.1f} s, {len(figures)} figures", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    for lang, lang_titles in titles.items():
+        (out / lang).mkdir(exist_ok=True)
+        for path in notebook_paths(names):
+            executed = nbformat.read(out / path.name, as_version=4)
+            entries = read_translation(translation_file(path.name, lang))
+            nbformat.write(translate_notebook(executed, path, entries, lang_titles, lang), out / lang / path.name)
+        print(f"{LANGUAGES[lang]['name']}: the executed notebooks, translated, in {out / lang}", flush=True)
     write_report(out, summary, metrics, shared)
     _point_latest(out)
     print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
@@ -314,7 +536,7 @@ def _point_latest(out: Path) -> None:
 
 
 def refresh(names: list[str] | None = None) -> None:
-    """Stamp, then execute the committed notebooks in place so their stored outputs match the code."""
+    """Stamp, execute the committed notebooks in place so their stored outputs match the code, then translate."""
     from nbclient import NotebookClient
 
     os.environ.setdefault("HELPERS_PROGRESS", "0")
@@ -333,6 +555,8 @@ def refresh(names: list[str] | None = None) -> None:
         client.execute()
         nbformat.write(nb, path)
         print(f"{path.name}: executed in place in {time.perf_counter() - t0:.1f} s", flush=True)
+    for lang in LANGUAGES:
+        translate(names, lang)
 
 
 def _parse_value(text: str) -> object:
@@ -344,7 +568,7 @@ def _parse_value(text: str) -> object:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["run", "refresh", "stamp"])
+    parser.add_argument("command", choices=["run", "refresh", "stamp", "translate"])
     parser.add_argument("names", nargs="*", help="only these notebooks (e.g. 05_training)")
     parser.add_argument(
         "-p",
@@ -356,14 +580,36 @@ def main(argv: list[str] | None = None) -> None:
         help="pass a parameter to every notebook that declares it, e.g. -p device cpu",
     )
     parser.add_argument("--out", type=Path, default=REPO / "runs", help="folder for the run (default: runs/)")
+    parser.add_argument(
+        "--lang",
+        action="append",
+        choices=sorted(LANGUAGES),
+        help="run: also write the executed notebooks in this language (no second execution); translate: which one",
+    )
+    parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
     args = parser.parse_args(argv)
     if args.command == "run":
-        run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names)
+        run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names, args.lang)
+    elif args.command == "translate":
+        for lang in args.lang or sorted(LANGUAGES):
+            try:
+                changed = translate(args.names, lang, check=args.check)
+            except TranslationError as err:
+                raise SystemExit(f"The {LANGUAGES[lang]['name']} translation is not current:\n{err}") from None
+            if args.check and changed:
+                raise SystemExit(
+                    f"notebooks/{lang}/ is out of date ({', '.join(changed)}): python notebooks/series.py translate"
+                )
+            done = "would change" if args.check else "written"
+            print(
+                f"notebooks/{lang}/: {len(changed)} notebook(s) {done}: {', '.join(changed) or 'all were up to date'}"
+            )
     elif args.command == "refresh":
         refresh(args.names)
     else:
         changed = [p.name for p in notebook_paths() if stamp(p)]
         print(f"stamped {len(changed)} notebook(s): {', '.join(changed) or 'all were up to date'}")
+        main(["translate"])  # the translated badges carry the same address
 
 
 if __name__ == "__main__":

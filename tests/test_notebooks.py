@@ -126,7 +126,7 @@ def test_results_show_as_a_table_not_a_raw_dict():
 @pytest.fixture(scope="module")
 def series_run(tmp_path_factory, data_root):
     """The main job, as `make run` does it, with parameters passed through: one execution serves every check."""
-    return series.run(TEST_PARAMETERS, out_root=tmp_path_factory.mktemp("runs"))
+    return series.run(TEST_PARAMETERS, out_root=tmp_path_factory.mktemp("runs"), langs=["zh"])
 
 
 def _checked_outputs(cell):
@@ -157,6 +157,20 @@ def test_checked_outputs_match_the_committed_ones(series_run, stem):
     assert all(a.source == b.source for a, b in pairs)
     for committed_cell, executed_cell in pairs:
         assert _checked_outputs(executed_cell) == _checked_outputs(committed_cell), committed_cell.source[:80]
+
+
+def test_series_run_writes_the_chinese_notebooks_from_the_executed_ones(series_run):
+    """`make run ARGS="--lang zh"`: the executed code and outputs, with the committed Chinese Markdown."""
+    for stem in EXPECTED:
+        executed = nbformat.read(series_run / f"{stem}.ipynb", as_version=4)
+        chinese = nbformat.read(series_run / "zh" / f"{stem}.ipynb", as_version=4)
+        committed = nbformat.read(REPO / "notebooks" / "zh" / f"{stem}.ipynb", as_version=4)
+        assert [c for c in chinese.cells if c.cell_type == "code"] == [
+            c for c in executed.cells if c.cell_type == "code"
+        ]
+        assert [c.source for c in chinese.cells if c.cell_type == "markdown"] == [
+            c.source for c in committed.cells if c.cell_type == "markdown"
+        ]
 
 
 def test_series_run_writes_notebooks_figures_metrics(series_run):

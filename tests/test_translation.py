@@ -1,0 +1,271 @@
+"""The Chinese edition (notebooks/zh/): built from the English notebooks and the translation files, current,
+with the English code and outputs, the series' conventions, and the glossary's vocabulary."""
+
+import copy
+import re
+import subprocess
+import sys
+import unicodedata
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "notebooks"))
+
+import series  # noqa: E402
+
+ENGLISH = series.notebook_paths()
+ZH = REPO / "notebooks" / "zh"
+IDS = [p.stem for p in ENGLISH]
+CJK = re.compile(r"[\u4e00-\u9fff]")
+FENCE = re.compile(r"```.*?```", re.DOTALL)
+CODE_SPAN = re.compile(r"`([^`]+)`")
+NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _pair(path):
+    return nbformat.read(path, as_version=4), nbformat.read(ZH / path.name, as_version=4)
+
+
+def test_every_notebook_has_a_chinese_edition():
+    assert [p.name for p in series.translated_paths("zh")] == [p.name for p in ENGLISH]
+    assert sorted(p.name for p in ZH.glob("*.md")) == sorted([f"{p.stem}.md" for p in ENGLISH] + ["README.md"])
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_every_english_markdown_cell_has_a_current_translation(path):
+    english = nbformat.read(path, as_version=4)
+    entries = series.read_translation(series.translation_file(path.name))
+    assert series.translation_problems(english, entries) == []
+
+
+def test_the_committed_chinese_notebooks_are_what_translate_builds():
+    assert series.translate(check=True) == [], "notebooks/zh/ is out of date: python notebooks/series.py translate"
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_code_cells_and_their_outputs_are_the_english_ones(path):
+    english, chinese = _pair(path)
+    assert [c.cell_type for c in chinese.cells] == [c.cell_type for c in english.cells]
+    assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
+    for en, zh in zip(english.cells, chinese.cells):
+        if en.cell_type == "code":
+            assert zh == en, f"code cell {en.id} differs from the English one"
+        else:
+            assert zh.metadata == en.metadata
+            assert zh.source != en.source and CJK.search(zh.source), f"cell {en.id} is not translated"
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_chinese_notebooks_follow_the_series_conventions(path):
+    english, chinese = _pair(path)
+    lines = chinese.cells[0].source.splitlines()
+    assert lines[0].startswith(english.cells[0].source.splitlines()[0][:7]) and CJK.search(lines[0])  # "# 05 · "
+    assert lines[1] == series.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
+    assert sum("Open In Colab" in line for line in lines) == 1
+    assert "**本篇预期结果。**" in chinese.cells[0].source
+    assert chinese.cells[-2].source.startswith("## 本篇小结")
+    (nav,) = series.tagged(chinese, "nav")
+    assert nav is chinese.cells[-1] and nav.source == series.translated_nav(path, series.translated_titles("zh"))
+    for tag in ("setup", "parameters", "metrics"):
+        assert [c.source for c in series.tagged(chinese, tag)] == [c.source for c in series.tagged(english, tag)]
+    assert series.tagged(chinese, "setup")[0].source == series.SETUP
+    assert chinese.metadata["kernelspec"] == english.metadata["kernelspec"] and chinese.metadata["kernelspec"]["name"]
+    assert chinese.metadata["accelerator"] == "GPU" and chinese.metadata["colab"]["gpuType"] == "T4"
+    assert chinese.metadata["language"] == "zh"
+
+
+def test_the_links_to_neighbours_use_the_chinese_titles():
+    titles = series.translated_titles("zh")
+    assert all(CJK.search(t) for t in titles.values())
+    nav = series.translated_nav(ENGLISH[1], titles)
+    assert nav == (
+        f"---\n← 上一篇：[{titles[ENGLISH[0].name]}]({ENGLISH[0].name}) &nbsp;·&nbsp; "
+        f"下一篇：[{titles[ENGLISH[2].name]}]({ENGLISH[2].name}) →"
+    )
+
+
+def _kept_forms(text: str) -> dict[str, set[str]]:
+    """What a translation must carry over unchanged: code blocks, code spans, numbers and link targets."""
+    prose = FENCE.sub(" ", text)
+    return {
+        "code block": set(FENCE.findall(text)),
+        "code": {" ".join(span.split()) for span in CODE_SPAN.findall(prose)},  # a span may wrap differently
+        "number": set(NUMBER.findall(prose)),
+        "link": set(LINK.findall(prose)),
+    }
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_translations_keep_code_numbers_and_links(path):
+    """API names, code and numbers stay in their original form: each one of the English text is in the translation."""
+    english = nbformat.read(path, as_version=4)
+    entries = series.read_translation(series.translation_file(path.name))
+    for cell in series.translatable(english):
+        translated = _kept_forms(entries[cell.id][1])
+        for what, found in _kept_forms(series.english_text(cell)).items():
+            missing = found - translated[what]
+            assert not missing, f"cell {cell.id}: the translation lacks the {what}(s) {sorted(missing)}"
+
+
+def _emphasis_that_does_not_render(text: str) -> list[str]:
+    """Where a `*` or `**` cannot open or close emphasis by CommonMark's flanking rules, which CJK text trips.
+
+    A closing `**` after full-width punctuation and before a character (`**注意。**然后`) stays literal in
+    Jupyter, Colab and GitHub; English text rarely meets the rule, Chinese text often does.
+    """
+
+    def punctuation(char: str) -> bool:
+        return unicodedata.category(char)[0] in "PS"
+
+    found = []
+    prose = CODE_SPAN.sub("x", FENCE.sub("\n\n", text))
+    for paragraph in re.split(r"\n\s*\n", prose):
+        paragraph = re.sub(r"(?m)^\s*[*-] ", "", paragraph)  # list markers
+        is_open: dict[int, bool] = {}
+        for run in re.finditer(r"\*+", paragraph):
+            before = paragraph[run.start() - 1] if run.start() else " "
+            after = paragraph[run.end()] if run.end() < len(paragraph) else " "
+            opens = not after.isspace() and (not punctuation(after) or before.isspace() or punctuation(before))
+            closes = not before.isspace() and (not punctuation(before) or after.isspace() or punctuation(after))
+            width = len(run.group())
+            if not (closes if is_open.get(width) else opens):
+                found.append(paragraph[max(0, run.start() - 15) : run.end() + 15])
+            is_open[width] = not is_open.get(width)
+    return found
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_emphasis_renders_in_the_chinese_text(path):
+    chinese = nbformat.read(ZH / path.name, as_version=4)
+    for cell in chinese.cells:
+        if cell.cell_type == "markdown":
+            assert _emphasis_that_does_not_render(cell.source) == [], f"cell {cell.id}: move the * or add a space"
+    assert _emphasis_that_does_not_render("**注意。**然后") and not _emphasis_that_does_not_render("**注意。** 然后")
+
+
+def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
+    text = (
+        "第一行的结尾\n  第二行，\nPyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
+        "正文 `code`\n（括号）"
+    )
+    assert series.unwrap_cjk(text) == (
+        "第一行的结尾第二行，PyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
+        "正文 `code`（括号）"
+    )
+    for path in series.translated_paths("zh"):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type == "markdown":
+                assert series.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
+
+
+def _glossary() -> list[tuple[str, list[str]]]:
+    """(term, variants not to use) from the glossary table of notebooks/zh/README.md."""
+    text = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[1]
+    rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ") and "English" not in line]
+    return [(term.strip(), [v.strip() for v in avoid.split("、") if v.strip()]) for _, term, avoid in rows]
+
+
+def test_translations_use_the_glossary():
+    glossary = _glossary()
+    assert len(glossary) > 20 and dict(glossary)["张量"] == [] and "批大小" in dict(glossary)["批量大小"]
+    for term in ("张量", "数据加载器", "验证集", "学习率", "批量大小"):  # the seed article's vocabulary
+        assert term in dict(glossary)
+    text = "\n".join(series.translation_file(p.name).read_text(encoding="utf-8") for p in ENGLISH)
+    for term, avoid in glossary:
+        assert term in text or term in ("矩阵乘法", "运行时类型"), f"the glossary's {term} is never used"
+        for variant in avoid:
+            assert variant not in text, f"use {term}, not {variant} (notebooks/zh/README.md, 术语表)"
+
+
+def test_the_chinese_readme_links_every_notebook_and_the_main_readme_links_it():
+    readme = (ZH / "README.md").read_text(encoding="utf-8")
+    for path in ENGLISH:
+        assert f"]({path.name})" in readme, f"notebooks/zh/README.md does not link {path.name}"
+    assert "](../../README.md)" in readme
+    assert series.unwrap_cjk(readme) == readme, "a line break between two Chinese characters shows as a space"
+    first_lines = "\n".join((REPO / "README.md").read_text(encoding="utf-8").splitlines()[:5])
+    assert "(notebooks/zh/README.md)" in first_lines
+
+
+def test_a_changed_english_cell_makes_its_translation_stale(tmp_path):
+    path = ENGLISH[4]
+    english = nbformat.read(path, as_version=4)
+    cell = series.translatable(english)[2]
+    cell.source += "\n\nA new English sentence."
+    entries = series.read_translation(series.translation_file(path.name))
+    (problem,) = series.translation_problems(english, entries)
+    assert f"cell {cell.id} is stale" in problem and series.marker(cell) in problem
+    with pytest.raises(series.TranslationError, match=f"cell {cell.id} is stale"):
+        series.translate_notebook(english, path, entries, series.translated_titles("zh"))
+    # the build checks every notebook before it writes any, and names the file to fix
+    nbformat.write(english, tmp_path / path.name)
+    for other in ENGLISH:
+        if other != path:
+            (tmp_path / other.name).write_bytes(other.read_bytes())
+    with pytest.raises(series.TranslationError, match=rf"notebooks/zh/{path.stem}\.md:\n  cell {cell.id} is stale"):
+        series.translate(check=True, source=tmp_path)
+
+
+def test_missing_orphaned_and_malformed_translations_are_refused(tmp_path):
+    path = ENGLISH[0]
+    english = nbformat.read(path, as_version=4)
+    entries = series.read_translation(series.translation_file(path.name))
+    first, second = (c.id for c in series.translatable(english)[:2])
+    fewer = {k: v for k, v in entries.items() if k != second}
+    (problem,) = series.translation_problems(english, fewer)
+    assert f"cell {second} has no translation" in problem
+    extra = copy.deepcopy(entries) | {"c99-99": ("0" * 12, "多余的译文")}
+    assert series.translation_problems(english, extra) == [
+        "cell c99-99 is not a Markdown cell of the English notebook any more: remove it"
+    ]
+    file = tmp_path / "01.md"
+    file.write_text(f"<!-- cell {first} en:{'a' * 12} -->\n一\n<!-- cell {first} en:{'a' * 12} -->\n二\n")
+    with pytest.raises(series.TranslationError, match="translated twice"):
+        series.read_translation(file)
+    file.write_text(f"<!-- cell {first} en:{'a' * 12} -->\n\n")
+    with pytest.raises(series.TranslationError, match="empty translation"):
+        series.read_translation(file)
+    with pytest.raises(series.TranslationError, match="is missing"):
+        series.read_translation(tmp_path / "02.md")
+
+
+def test_translate_check_from_the_command_line():
+    done = subprocess.run(
+        [sys.executable, "notebooks/series.py", "translate", "--check"], cwd=REPO, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert "notebooks/zh/: 0 notebook(s) would change" in done.stdout
+
+
+def test_ruff_reads_the_chinese_notebooks():
+    done = subprocess.run(
+        [sys.executable, "-m", "ruff", "check", "--show-files", "."], cwd=REPO, capture_output=True, text=True
+    )
+    shown = {Path(line.strip()).resolve() for line in done.stdout.splitlines() if line.strip().endswith(".ipynb")}
+    assert {p.resolve() for p in series.translated_paths("zh")} <= shown
+
+
+def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
+    """Opened from notebooks/zh/ in local Jupyter, the set-up cell still finds the repository and its data."""
+    import papermill
+
+    out = tmp_path / "03_model.ipynb"
+    papermill.execute_notebook(
+        str(ZH / "03_model.ipynb"),
+        str(out),
+        parameters={"device": "cpu"},
+        cwd=str(ZH),
+        kernel_name="python3",
+        progress_bar=False,
+        extra_arguments=series.KERNEL_ARGS,
+    )
+    executed, committed = nbformat.read(out, as_version=4), nbformat.read(ZH / "03_model.ipynb", as_version=4)
+    checked = [c for c in committed.cells if "nbval-check-output" in c.metadata.get("tags", [])]
+    ran = {c.id: c for c in executed.cells}
+    assert checked and all(c.outputs for c in checked)
+    assert all(ran[c.id].outputs[0].text == c.outputs[0].text for c in checked)
+    assert sorted(p.name for p in ZH.iterdir() if not p.name.endswith((".ipynb", ".md"))) == []  # nothing left behind
