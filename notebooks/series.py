@@ -203,8 +203,8 @@ BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line tha
 def _joins(previous: str, line: str) -> bool:
     if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
         return False
-    end, start = previous[-1], line.lstrip()[0]
-    han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)
+    end, start = previous.rstrip("*_")[-1:], line.lstrip().lstrip("*_")[:1]  # look past emphasis markers
+    han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)  # (no match on "")
     return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
 
 
@@ -451,7 +451,7 @@ def run(
             entries = read_translation(translation_file(path.name, lang))
             nbformat.write(translate_notebook(executed, path, entries, lang_titles, lang), out / lang / path.name)
         print(f"{LANGUAGES[lang]['name']}: the executed notebooks, translated, in {out / lang}", flush=True)
-    write_report(out, summary, metrics, shared)
+    write_report(out, summary, metrics, shared, list(titles))
     _point_latest(out)
     print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
     for row in summary:
@@ -472,8 +472,10 @@ def _short(value: object) -> str:
     return format_value(value)
 
 
-def write_report(out: Path, summary: list[dict], metrics: dict, parameters: dict) -> Path:
-    """Write out/index.html: each notebook rendered and linked, its numbers and figures, device and times."""
+def write_report(
+    out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
+) -> Path:
+    """Write out/index.html: each notebook rendered and linked (and its translations), its numbers and figures."""
     from html import escape
 
     from nbconvert import HTMLExporter
@@ -495,11 +497,14 @@ def write_report(out: Path, summary: list[dict], metrics: dict, parameters: dict
             for k, v in metrics[stem].items()
         )
         figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
+        translated = "".join(
+            f' &middot; <a href="{lang}/{stem}.ipynb">{LANGUAGES[lang]["name"]}</a>' for lang in langs or []
+        )
         status = "ok" if row["status"] == "ok" else f'<b class="failed">{escape(row["status"])}</b>'
         sections.append(
             f'<section><h2><a href="html/{stem}.html">{escape(title(NOTEBOOKS / f"{stem}.ipynb"))}</a></h2>'
             f"<p>{status} in {row['seconds']:.1f} s &middot; "
-            f'<a href="{stem}.ipynb">executed notebook</a></p>'
+            f'<a href="{stem}.ipynb">executed notebook</a>{translated}</p>'
             f"<table>{numbers}</table><div class=figs>{figures}</div></section>"
         )
     page = f"""<!doctype html>
@@ -605,7 +610,10 @@ def main(argv: list[str] | None = None) -> None:
                 f"notebooks/{lang}/: {len(changed)} notebook(s) {done}: {', '.join(changed) or 'all were up to date'}"
             )
     elif args.command == "refresh":
-        refresh(args.names)
+        try:
+            refresh(args.names)
+        except TranslationError as err:  # the English notebooks are executed and written; their translation lags
+            raise SystemExit(f"Executed in place, but the translation is not current:\n{err}") from None
     else:
         changed = [p.name for p in notebook_paths() if stamp(p)]
         print(f"stamped {len(changed)} notebook(s): {', '.join(changed) or 'all were up to date'}")

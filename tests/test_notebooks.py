@@ -188,7 +188,7 @@ def test_series_run_writes_notebooks_figures_metrics(series_run):
 def test_the_report_links_every_notebook_and_embeds_its_figures(series_run):
     page = (series_run / "index.html").read_text()
     for stem in EXPECTED:
-        assert f'href="html/{stem}.html"' in page
+        assert f'href="html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
         html = series_run / "html" / f"{stem}.html"
         assert html.stat().st_size > 10_000 and "<html" in html.read_text()[:2000].lower()
     figures = sorted((series_run / "figures").glob("*.png"))
