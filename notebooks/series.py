@@ -139,15 +139,23 @@ def title(path: Path) -> str:
     return nbformat.read(path, as_version=4).cells[0].source.splitlines()[0].lstrip("# ").strip()
 
 
-def nav(path: Path) -> str:
-    """Links to the previous and next notebooks of the series, for the cell tagged `nav`."""
-    paths = notebook_paths()
-    i = [p.name for p in paths].index(path.name)
+NAV_WORDS = {"en": ("← Previous: ", "Next: "), "zh": ("← 上一篇：", "下一篇：")}
+
+
+def nav(path: Path, titles: dict[str, str] | None = None, lang: str = "en") -> str:
+    """Links to the previous and next notebooks of the series, for the cell tagged `nav`.
+
+    `titles` maps file names to the titles to show (by default the English ones); `lang` picks the words.
+    """
+    names = [p.name for p in notebook_paths()]
+    show = titles or {name: title(NOTEBOOKS / name) for name in names}
+    previous, following = NAV_WORDS[lang]
+    i = names.index(path.name)
     links = []
     if i > 0:
-        links.append(f"← Previous: [{title(paths[i - 1])}]({paths[i - 1].name})")
-    if i + 1 < len(paths):
-        links.append(f"Next: [{title(paths[i + 1])}]({paths[i + 1].name}) →")
+        links.append(f"{previous}[{show[names[i - 1]]}]({names[i - 1]})")
+    if i + 1 < len(names):
+        links.append(f"{following}[{show[names[i + 1]]}]({names[i + 1]}) →")
     return "---\n" + " &nbsp;·&nbsp; ".join(links)
 
 
@@ -185,7 +193,7 @@ def stamp(path: Path, write: bool = True) -> bool:
 # starts the translation of cell c05-03 and records a hash of the English text it translates. When the
 # English cell changes, the hash no longer matches and the build stops until the translation is updated.
 
-LANGUAGES = {"zh": {"previous": "← 上一篇：", "next": "下一篇：", "name": "简体中文"}}
+LANGUAGES = {"zh": "简体中文"}  # code -> name, for each translated edition
 MARKER = re.compile(r"^<!-- cell (?P<id>\S+) en:(?P<hash>[0-9a-f]{12}) -->[ \t]*$", re.MULTILINE)
 
 
@@ -295,19 +303,6 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
     return problems
 
 
-def translated_nav(path: Path, titles: dict[str, str], lang: str = "zh") -> str:
-    """The links to the previous and next notebooks, in `lang`, with the translated titles."""
-    words = LANGUAGES[lang]
-    names = [p.name for p in notebook_paths()]
-    i = names.index(path.name)
-    links = []
-    if i > 0:
-        links.append(f"{words['previous']}[{titles[names[i - 1]]}]({names[i - 1]})")
-    if i + 1 < len(names):
-        links.append(f"{words['next']}[{titles[names[i + 1]]}]({names[i + 1]}) →")
-    return "---\n" + " &nbsp;·&nbsp; ".join(links)
-
-
 def translate_notebook(
     english: nbformat.NotebookNode, path: Path, entries: dict, titles: dict[str, str], lang: str = "zh"
 ) -> nbformat.NotebookNode:
@@ -320,9 +315,9 @@ def translate_notebook(
         if cell.cell_type != "markdown":
             continue
         if "nav" in cell.metadata.get("tags", []):
-            cell.source = translated_nav(path, titles, lang)
+            cell.source = nav(path, titles, lang)
             continue
-        text = unwrap_cjk(entries[cell.id][1]) if lang == "zh" else entries[cell.id][1]
+        text = unwrap_cjk(entries[cell.id][1])  # a no-op on text without CJK characters
         if cell is nb.cells[0]:
             first, *rest = text.splitlines()
             text = "\n".join([first, badge(f"{lang}/{path.name}"), *rest])
@@ -450,7 +445,7 @@ def run(
             executed = nbformat.read(out / path.name, as_version=4)
             entries = read_translation(translation_file(path.name, lang))
             nbformat.write(translate_notebook(executed, path, entries, lang_titles, lang), out / lang / path.name)
-        print(f"{LANGUAGES[lang]['name']}: the executed notebooks, translated, in {out / lang}", flush=True)
+        print(f"{LANGUAGES[lang]}: the executed notebooks, translated, in {out / lang}", flush=True)
     write_report(out, summary, metrics, shared, list(titles))
     _point_latest(out)
     print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
@@ -497,9 +492,7 @@ def write_report(
             for k, v in metrics[stem].items()
         )
         figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
-        translated = "".join(
-            f' &middot; <a href="{lang}/{stem}.ipynb">{LANGUAGES[lang]["name"]}</a>' for lang in langs or []
-        )
+        translated = "".join(f' &middot; <a href="{lang}/{stem}.ipynb">{LANGUAGES[lang]}</a>' for lang in langs or [])
         status = "ok" if row["status"] == "ok" else f'<b class="failed">{escape(row["status"])}</b>'
         sections.append(
             f'<section><h2><a href="html/{stem}.html">{escape(title(NOTEBOOKS / f"{stem}.ipynb"))}</a></h2>'
@@ -600,7 +593,7 @@ def main(argv: list[str] | None = None) -> None:
             try:
                 changed = translate(args.names, lang, check=args.check)
             except TranslationError as err:
-                raise SystemExit(f"The {LANGUAGES[lang]['name']} translation is not current:\n{err}") from None
+                raise SystemExit(f"The {LANGUAGES[lang]} translation is not current:\n{err}") from None
             if args.check and changed:
                 raise SystemExit(
                     f"notebooks/{lang}/ is out of date ({', '.join(changed)}): python notebooks/series.py translate"

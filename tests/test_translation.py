@@ -69,7 +69,7 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     assert "**本篇预期结果。**" in chinese.cells[0].source
     assert chinese.cells[-2].source.startswith("## 本篇小结")
     (nav,) = series.tagged(chinese, "nav")
-    assert nav is chinese.cells[-1] and nav.source == series.translated_nav(path, series.translated_titles("zh"))
+    assert nav is chinese.cells[-1] and nav.source == series.nav(path, series.translated_titles("zh"), "zh")
     for tag in ("setup", "parameters", "metrics"):
         assert [c.source for c in series.tagged(chinese, tag)] == [c.source for c in series.tagged(english, tag)]
     assert series.tagged(chinese, "setup")[0].source == series.SETUP
@@ -81,7 +81,7 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
 def test_the_links_to_neighbours_use_the_chinese_titles():
     titles = series.translated_titles("zh")
     assert all(CJK.search(t) for t in titles.values())
-    nav = series.translated_nav(ENGLISH[1], titles)
+    nav = series.nav(ENGLISH[1], titles, "zh")
     assert nav == (
         f"---\n← 上一篇：[{titles[ENGLISH[0].name]}]({ENGLISH[0].name}) &nbsp;·&nbsp; "
         f"下一篇：[{titles[ENGLISH[2].name]}]({ENGLISH[2].name}) →"
