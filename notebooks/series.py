@@ -338,9 +338,13 @@ def translated_titles(lang: str = "zh") -> dict[str, str]:
 
 
 def translate(
-    names: list[str] | None = None, lang: str = "zh", check: bool = False, source: Path = NOTEBOOKS
+    names: list[str] | None = None,
+    lang: str = "zh",
+    check: bool = False,
+    source: Path = NOTEBOOKS,
+    target: Path | None = None,
 ) -> list[str]:
-    """Build notebooks/<lang>/ from the notebooks in `source`; with `check`, only report what would change.
+    """Build `target` (default notebooks/<lang>/) from the notebooks in `source`; with `check`, write nothing.
 
     Returns the names of the notebooks written (or, with `check`, out of date). Raises TranslationError,
     listing every missing or stale cell of every notebook, before it writes anything.
@@ -357,15 +361,16 @@ def translate(
             problems.append(str(err))
     if problems:
         raise TranslationError("\n".join(problems))
+    folder = target or NOTEBOOKS / lang
     changed = []
     for name, nb in built.items():
-        target = NOTEBOOKS / lang / name
         text = nbformat.writes(nb)
         text += "" if text.endswith("\n") else "\n"  # as nbformat.write ends a file
-        if not target.is_file() or target.read_text(encoding="utf-8") != text:
+        if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text:
             changed.append(name)
             if not check:
-                target.write_text(text, encoding="utf-8")
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_text(text, encoding="utf-8")
     return changed
 
 
@@ -407,7 +412,8 @@ def run(
     For each language in `langs` (e.g. ["zh"]) the executed notebooks are also written translated into
     out_root/<timestamp>/<lang>/: the same code and outputs, the Markdown from notebooks/<lang>/, no second run.
     """
-    titles = {lang: translated_titles(lang) for lang in langs or []}  # a broken translation fails before the run
+    for lang in langs or []:
+        translate(names, lang, check=True)  # a missing or stale translation fails before the run, not after it
     import papermill
 
     out = out_root / time.strftime("%Y%m%d-%H%M%S")
@@ -439,14 +445,10 @@ def run(
         summary.append({"stem": path.stem, "status": status, "seconds": seconds, "figures": figures})
         print(f"{path.stem}: {status} in {seconds:.1f} s, {len(figures)} figures", flush=True)
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    for lang, lang_titles in titles.items():
-        (out / lang).mkdir(exist_ok=True)
-        for path in notebook_paths(names):
-            executed = nbformat.read(out / path.name, as_version=4)
-            entries = read_translation(translation_file(path.name, lang))
-            nbformat.write(translate_notebook(executed, path, entries, lang_titles, lang), out / lang / path.name)
+    for lang in langs or []:
+        translate(names, lang, source=out, target=out / lang)
         print(f"{LANGUAGES[lang]}: the executed notebooks, translated, in {out / lang}", flush=True)
-    write_report(out, summary, metrics, shared, list(titles))
+    write_report(out, summary, metrics, shared, langs)
     _point_latest(out)
     print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
     for row in summary:
@@ -587,7 +589,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
     args = parser.parse_args(argv)
     if args.command == "run":
-        run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names, args.lang)
+        try:
+            run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names, args.lang)
+        except TranslationError as err:
+            raise SystemExit(f"The translation is not current:\n{err}") from None
     elif args.command == "translate":
         for lang in args.lang or sorted(LANGUAGES):
             try:
