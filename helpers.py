@@ -20,7 +20,9 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import errno
 import gc
+import glob
 import gzip
 import hashlib
 import io
@@ -39,6 +41,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 import zipfile
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
@@ -138,24 +141,30 @@ def _check_device(device: torch.device) -> torch.device:
     )
 
 
+def as_device(device: str | torch.device, source: str = "") -> torch.device:
+    """`device` as a torch.device that exists here; a ValueError that says what to ask for instead."""
+    try:
+        parsed = torch.device(device)
+    except (RuntimeError, TypeError):
+        raise ValueError(
+            f"{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
+            f"(available here: {', '.join(available_devices())})"
+        ) from None
+    return _check_device(parsed)
+
+
 def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
     """The accelerator if there is one (CUDA, MPS, XPU, ...), else the CPU; `prefer` or $HELPERS_DEVICE overrides."""
-    prefer = prefer or os.environ.get("HELPERS_DEVICE") or None
-    if prefer is not None:
-        try:
-            device = torch.device(prefer)
-        except (RuntimeError, TypeError) as err:
-            raise ValueError(
-                f"{prefer!r} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
-                f"(available here: {', '.join(available_devices())})"
-            ) from err
-        return _check_device(device)
+    if prefer:
+        return as_device(prefer)
+    if os.environ.get("HELPERS_DEVICE"):
+        return as_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
     return _accelerator() or torch.device("cpu")
 
 
 def describe_device(device: str | torch.device | None = None) -> str:
     """One line about a device: GPU name, memory and compute capability, or CPU and threads."""
-    device = _check_device(torch.device(device)) if device is not None else get_default_device()
+    device = get_default_device(device)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
@@ -186,7 +195,9 @@ def time_matmul(
     sizes: Sequence[int] = (128, 512, 1024, 2048), device: str | torch.device = "cpu", repeats: int = 5
 ) -> list[dict]:
     """Median seconds (after a warm-up, synchronised) for an n x n float32 matrix product."""
-    device = _check_device(torch.device(device))
+    device = as_device(device)
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats must be a whole number of at least 1 (a median needs a timing), got {repeats!r}")
     rows = []
     for n in sizes:
         a = torch.randn(n, n, device=device)
@@ -210,7 +221,10 @@ def to_device(data: Any, device: str | torch.device, non_blocking: bool | None =
     Modules move in place (and are returned too); tensors are copied, so reassign them.
     `non_blocking` defaults to True only where it helps: pinned host memory going to CUDA.
     """
-    device = torch.device(device)
+    return _move(data, as_device(device), non_blocking)
+
+
+def _move(data: Any, device: torch.device, non_blocking: bool | None) -> Any:
     if isinstance(data, nn.Module):
         return data.to(device)
     if isinstance(data, torch.Tensor):
@@ -218,12 +232,19 @@ def to_device(data: Any, device: str | torch.device, non_blocking: bool | None =
             non_blocking = device.type == "cuda" and data.device.type == "cpu" and data.is_pinned()
         return data.to(device, non_blocking=non_blocking)
     if isinstance(data, dict):
-        return type(data)((k, to_device(v, device, non_blocking)) for k, v in data.items())
+        return type(data)((k, _move(v, device, non_blocking)) for k, v in data.items())
     if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(to_device(x, device, non_blocking) for x in data))
+        return type(data)(*(_move(x, device, non_blocking) for x in data))
     if isinstance(data, (list, tuple)):
-        return type(data)(to_device(x, device, non_blocking) for x in data)
-    return data  # numbers, strings, None: nothing to move
+        return type(data)(_move(x, device, non_blocking) for x in data)
+    if data is None or isinstance(data, (int, float, complex, str, bytes)):
+        return data  # nothing to move
+    if isinstance(data, np.ndarray):
+        raise TypeError("to_device got a NumPy array: make it a tensor first, with torch.from_numpy(array)")
+    raise TypeError(
+        f"to_device moves tensors and modules, and lists, tuples and dicts of them; got a {type(data).__name__}. "
+        "Convert it first (a set or a generator to a list, for example)"
+    )
 
 
 class DeviceDataLoader:
@@ -231,11 +252,11 @@ class DeviceDataLoader:
 
     def __init__(self, dl: Iterable, device: str | torch.device):
         self.dl = dl
-        self.device = torch.device(device)
+        self.device = as_device(device)  # a device this machine lacks fails here, not at the first batch
 
     def __iter__(self) -> Iterator:
         for batch in self.dl:
-            yield to_device(batch, self.device)
+            yield _move(batch, self.device, None)
 
     def __len__(self) -> int:
         return len(self.dl)
@@ -358,12 +379,37 @@ def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (outputs.argmax(dim=1) == labels).float().mean()
 
 
-def _check_labels(labels: torch.Tensor) -> None:
-    """Raise a TypeError that says how to fix labels that are not class indices."""
+def _images_and_labels(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """A batch as (images, labels), or a TypeError that says what the loader yields instead."""
+    if isinstance(batch, dict):
+        raise TypeError(
+            f"the loader yields dicts (keys {list(batch)}); the lesson's loop wants (images, labels) pairs. "
+            "Make the dataset return (image, label), or wrap the loader: ((b['image'], b['label']) for b in loader)"
+        )
+    if not isinstance(batch, (list, tuple)) or len(batch) != 2:
+        parts = f"{len(batch)} parts" if isinstance(batch, (list, tuple)) else f"a {type(batch).__name__}"
+        raise TypeError(
+            f"the loader yields {parts} per batch; the lesson's loop wants (images, labels) pairs. "
+            "Drop the extra parts, e.g. ((x, y) for x, y, *_ in loader)"
+        )
+    images, labels = batch
+    _check_labels(labels)
+    return images, labels
+
+
+def _check_labels(labels: Any) -> None:
+    """Raise a TypeError or ValueError that says how to fix labels that are not class indices."""
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"labels must be a tensor, got a {type(labels).__name__}: convert them with torch.tensor()")
     if labels.dtype not in (torch.int64, torch.uint8):
         raise TypeError(
             f"labels must be class indices 0..9 stored as integers (torch.int64), such as tensor([5, 0, 4]); "
             f"got {labels.dtype}. Convert them with labels.long()"
+        )
+    if labels.dim() != 1:
+        raise ValueError(
+            f"labels must be one class index per image, of shape [N]; got shape {list(labels.shape)}. "
+            "For [N, 1] use labels.squeeze(1)"
         )
 
 
@@ -372,6 +418,10 @@ class MnistModel(nn.Module):
 
     def __init__(self, input_size: int = 784, hidden_size: int = 32, out_size: int = 10):
         super().__init__()
+        sizes = {"input_size": input_size, "hidden_size": hidden_size, "out_size": out_size}
+        for name, size in sizes.items():
+            if not isinstance(size, int) or isinstance(size, bool) or size < 1:
+                raise ValueError(f"{name} must be a whole number of at least 1, got {size!r}")
         self.linear1 = nn.Linear(input_size, hidden_size)
         self.linear2 = nn.Linear(hidden_size, out_size)
 
@@ -381,6 +431,13 @@ class MnistModel(nn.Module):
                 f"MnistModel wants images as floats scaled to [0, 1]; got {xb.dtype}. Use the ToTensor() "
                 "transform, or convert raw pixels with images.float() / 255"
             )
+        if xb.dtype != self.linear1.weight.dtype:
+            raise TypeError(
+                f"the images are {xb.dtype} but the model's weights are {self.linear1.weight.dtype}: convert the "
+                "images with images.float() (or the model with model.to(images.dtype))"
+            )
+        if xb.dim() == 0 or xb.size(0) == 0:
+            raise ValueError(f"MnistModel got an empty batch (shape {list(xb.shape)}): a batch needs 1 image or more")
         flat = xb.reshape(xb.size(0), -1) if xb.dim() > 1 else xb
         if flat.dim() != 2 or flat.size(1) != self.linear1.in_features:
             raise ValueError(
@@ -390,13 +447,11 @@ class MnistModel(nn.Module):
         return self.linear2(F.relu(self.linear1(flat)))
 
     def training_step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-        images, labels = batch
-        _check_labels(labels)
+        images, labels = _images_and_labels(batch)
         return F.cross_entropy(self(images), labels)
 
     def validation_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-        images, labels = batch
-        _check_labels(labels)
+        images, labels = _images_and_labels(batch)
         out = self(images)
         return {
             "val_loss": F.cross_entropy(out, labels).detach(),
@@ -436,6 +491,62 @@ def _check_same_device(model: nn.Module, batch: Any) -> None:
         )
 
 
+class NonFiniteData(ValueError):
+    """The data holds NaN or infinite values; `.history` holds the epochs `fit` completed before."""
+
+    def __init__(self, message: str, history: list[dict] | None = None):
+        super().__init__(message)
+        self.history = history or []
+
+
+def _check_first_batch(model: nn.Module, batch: Any) -> None:
+    """Check a loader's first batch (one read): device, label range, finite and scaled pixel values."""
+    _check_same_device(model, batch)
+    images, labels = _images_and_labels(batch)
+    if not images.is_floating_point() or not len(images) or not len(labels):
+        return  # the model's own checks say what is wrong
+    outputs = next((m.out_features for m in reversed(list(model.modules())) if isinstance(m, nn.Linear)), None)
+    finite = torch.isfinite(images)
+    low, high, top, all_finite = torch.stack(
+        [labels.min().float(), labels.max().float(), images[finite].max(), finite.all().float()]
+    ).tolist()
+    if outputs is not None and (low < 0 or high >= outputs):
+        raise ValueError(
+            f"labels must be class indices from 0 to {outputs - 1} (the model has {outputs} outputs); the first "
+            f"batch has labels from {low:g} to {high:g}. Check the labels, or give the model out_size={high:g} + 1"
+        )
+    if not all_finite:
+        raise NonFiniteData(
+            "the first batch holds NaN or infinite pixel values: no loss can be computed from them. Clean the "
+            "data (e.g. images.nan_to_num(0.0)) or drop those images"
+        )
+    if top > 10:
+        warnings.warn(
+            f"pixel values go up to {top:g}: the lesson's model expects images scaled to [0, 1]. Use the ToTensor() "
+            "transform, or divide raw pixels by 255",
+            stacklevel=3,
+        )
+
+
+def _first_non_finite(loader: Iterable) -> int | None:
+    """The index of the first batch of `loader` with a NaN or infinite image value, or None."""
+    for i, batch in enumerate(loader):
+        images = batch[0] if isinstance(batch, (list, tuple)) else batch
+        if isinstance(images, torch.Tensor) and images.is_floating_point() and not torch.isfinite(images).all():
+            return i
+    return None
+
+
+def _blame_the_data(loader: Iterable, name: str) -> None:
+    """Raise NonFiniteData if a NaN loss comes from NaN or infinite values in `loader`'s images."""
+    batch = _first_non_finite(loader)
+    if batch is not None:
+        raise NonFiniteData(
+            f"the {name} data holds NaN or infinite pixel values (first in batch {batch}), so the loss is NaN: "
+            "the data is the cause, not the learning rate. Clean it (e.g. images.nan_to_num(0.0)) or drop those images"
+        )
+
+
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
     """Within the block: `model.eval()` and no autograd. Afterwards: the mode the model had before."""
@@ -461,18 +572,29 @@ def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
     with eval_mode(model):
         for batch in val_loader:
             if not outputs:
-                _check_same_device(model, batch)
+                _check_first_batch(model, batch)
             outputs.append(step(batch))
     if not outputs and rank_and_world()[1] > 1:  # no share of the data here: add nothing to the sums
         zero = torch.zeros((), device=_model_device(model))
         outputs = [{"val_loss": zero, "val_acc": zero, "n": 0}]
     if not outputs:
         raise ValueError("evaluate got an empty loader: it yielded no batches")
-    return epoch_end(outputs)
+    result = epoch_end(outputs)
+    if not math.isfinite(result["val_loss"]) and all(torch.isfinite(p).all() for p in model.parameters()):
+        _blame_the_data(val_loader, "validation")
+    return result
 
 
 class TrainingDiverged(FloatingPointError):
     """The loss became NaN or infinite; `.history` holds the epochs completed before it."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+class CheckpointNotSaved(OSError):
+    """An epoch finished but its checkpoint could not be written; `.history` holds the completed epochs."""
 
     def __init__(self, message: str, history: list[dict]):
         super().__init__(message)
@@ -553,10 +675,10 @@ def train_epoch(
         _check_same_steps(train_loader, ddp)
     loss_sum = correct = torch.zeros((), device=device)
     seen = 0
-    for step, (images, labels) in enumerate(train_loader):
+    for step, batch in enumerate(train_loader):
         if step == 0:
-            _check_same_device(model, (images, labels))
-            _check_labels(labels)
+            _check_first_batch(model, batch)
+        images, labels = batch
         with torch.autocast(device.type, dtype=amp) if amp else contextlib.nullcontext():
             outputs = model(images)
             loss = F.cross_entropy(outputs, labels)  # MnistModel.training_step, with the outputs kept
@@ -625,24 +747,19 @@ def fit(
             result["train_s"] = time.perf_counter() - t0
             result = evaluate(model, val_loader) | result
             result["epoch_s"] = time.perf_counter() - t0
-            _stop_if_diverged(result, epoch, lr, model, good_weights, history)
+            _stop_if_diverged(result, epoch, lr, model, good_weights, history, (train_loader, val_loader))
             history.append(result)
             good_weights = copy.deepcopy(model.state_dict())
             if verbose and is_main_process() and hasattr(net, "epoch_end"):
                 net.epoch_end(epoch, result)
             if checkpoint_path is not None and is_main_process():
-                save_checkpoint(
-                    checkpoint_path,
-                    net,
-                    optimizer,
-                    epoch=epoch + 1,
-                    history=history,
-                    hparams=hparams,
-                    seed=seed,
-                    rng=_rng_state(train_loader),
-                )
+                _save_epoch(checkpoint_path, net, optimizer, history, hparams, seed, train_loader)
             if checkpoint_path is not None:
                 barrier()  # no process reads the checkpoint before it is complete
+    except NonFiniteData as err:
+        model.load_state_dict(good_weights)
+        err.history = history
+        raise
     except KeyboardInterrupt:
         model.load_state_dict(good_weights)
         where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
@@ -661,25 +778,57 @@ def _with_progress(loader: Iterable, progress: bool | None, epoch: int) -> Itera
 
 
 def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
-    """Load the checkpoint at `path`, if there is one, into model, optimizer and RNGs; return its history."""
+    """Load the checkpoint at `path`, if there is one, into model, optimizer and RNGs; return its history.
+
+    A checkpoint belongs to one `fit` call: it is resumed only by a call with the same learning rate and
+    optimizer, and at least as many epochs. Anything else (the lesson's second phase given the first
+    phase's path, say) is refused before anything is loaded, so that no phase is skipped unseen.
+    """
     if not Path(path).exists():
         return []
-    ckpt = load_checkpoint(path, model, optimizer)
-    if ckpt.get("rng") is not None:
-        _set_rng_state(ckpt["rng"], loader)
-    print_once(f"Resuming from {path}: {ckpt['epoch']} of {hparams['epochs']} epochs already done")
-    if ckpt.get("hparams") != hparams:
-        print_once(f"  note: the checkpoint was written with {ckpt.get('hparams')}; continuing with {hparams}")
-    for group in optimizer.param_groups:  # the new lr wins over the one stored in the optimizer state
-        group["lr"] = hparams["lr"]
-    return list(ckpt["history"])[: ckpt["epoch"]]
+    saved = load_checkpoint(path)
+    done, before = saved["epoch"], saved.get("hparams") or {}
+    same_run = {k: before.get(k) for k in ("lr", "opt_func")} == {k: hparams[k] for k in ("lr", "opt_func")}
+    if not same_run or done > hparams["epochs"]:
+        raise ValueError(
+            f"{path} holds {done} epochs of fit({before.get('epochs')}, {before.get('lr')}) with "
+            f"{before.get('opt_func')}; this call is fit({hparams['epochs']}, {hparams['lr']}) with "
+            f"{hparams['opt_func']}. A checkpoint belongs to one fit call: give each phase its own "
+            "checkpoint_path, or delete the file to start again"
+        )
+    load_checkpoint(path, model, optimizer)
+    if saved.get("rng") is not None:
+        _set_rng_state(saved["rng"], loader)
+    print_once(f"Resuming from {path}: {done} of {hparams['epochs']} epochs already done")
+    return list(saved["history"])[:done]
 
 
-def _stop_if_diverged(result: dict, epoch: int, lr: float, model: nn.Module, good_weights: dict, history: list):
-    """Raise TrainingDiverged, with the last good weights put back, if a loss is NaN or infinite."""
+def _save_epoch(path, model, optimizer, history, hparams, seed, loader) -> None:
+    """Save the checkpoint after an epoch; a failed save keeps the model and says how to go on."""
+    try:
+        state = {"epoch": len(history), "history": history, "hparams": hparams, "seed": seed, "rng": _rng_state(loader)}
+        save_checkpoint(path, model, optimizer, **state)
+    except OSError as err:
+        raise CheckpointNotSaved(
+            f"epoch {len(history) - 1} finished, but its checkpoint could not be saved: {err}. The model keeps "
+            f"its weights and .history the {len(history)} completed epochs; fix that (or pass another "
+            "checkpoint_path) and call fit again to go on",
+            history,
+        ) from err
+
+
+def _stop_if_diverged(
+    result: dict, epoch: int, lr: float, model: nn.Module, good_weights: dict, history: list, loaders: tuple
+) -> None:
+    """Raise TrainingDiverged, with the last good weights put back, if a loss is NaN or infinite.
+
+    NaN or infinite values in the data make the loss NaN at any learning rate: that is NonFiniteData.
+    """
     if all(math.isfinite(result[k]) for k in ("val_loss", "train_loss")):
         return
     model.load_state_dict(good_weights)
+    for loader, name in zip(loaders, ("training", "validation")):
+        _blame_the_data(loader, name)
     kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
     safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
     raise TrainingDiverged(
@@ -714,6 +863,7 @@ def save_checkpoint(
         "format": CHECKPOINT_FORMAT,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
+        "optimizer_class": type(optimizer).__name__ if optimizer is not None else None,
         "epoch": int(epoch),
         "history": [dict(h) for h in history],
         "hparams": hparams,
@@ -739,6 +889,35 @@ def _shape_mismatch(state: dict, model: nn.Module) -> str:
     return "; ".join(parts + shapes)
 
 
+CHECKPOINT_KEYS = ("model", "optimizer", "epoch", "history")
+
+
+def _check_checkpoint(path: Path, state: Any) -> None:
+    """Raise a ValueError that says why `state` is not a checkpoint this version of helpers can load."""
+    found = state.get("format") if isinstance(state, dict) else None
+    if isinstance(found, str) and found.startswith("helpers-checkpoint-") and found != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{path} was written in checkpoint format {found!r}, and this helpers.py reads {CHECKPOINT_FORMAT!r}: "
+            "update helpers.py (git pull, or fetch the series again) to the version that wrote it"
+        )
+    if found != CHECKPOINT_FORMAT:
+        raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (no {CHECKPOINT_FORMAT!r} marker)")
+    if missing := [key for key in CHECKPOINT_KEYS if key not in state]:
+        raise ValueError(f"{path} is an incomplete checkpoint: it lacks {', '.join(missing)}. Save it again")
+
+
+def _load_optimizer(path: Path, state: dict, optimizer: torch.optim.Optimizer) -> None:
+    """Load the optimizer state, or leave the optimizer as it was and say why it does not fit."""
+    saved, own = state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"]
+    other_class = state.get("optimizer_class") not in (None, type(optimizer).__name__)
+    if other_class or [set(g) for g in saved] != [set(g) for g in own]:
+        raise ValueError(
+            f"{path} holds the state of {state.get('optimizer_class') or 'another optimizer'}, which does not fit "
+            f"this {type(optimizer).__name__}: resume with the optimizer that wrote it, or start a new checkpoint"
+        )
+    optimizer.load_state_dict(state["optimizer"])
+
+
 def load_checkpoint(
     path: str | Path,
     model: nn.Module | None = None,
@@ -748,7 +927,8 @@ def load_checkpoint(
     """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all.
 
     Tensors load to the CPU first (RNG states must live there); `load_state_dict` then copies the
-    weights and optimizer state to wherever the model's parameters are.
+    weights and optimizer state to wherever the model's parameters are. Every check passes before
+    anything is loaded, so a checkpoint that does not fit leaves model and optimizer as they were.
     """
     path = Path(path)
     if not path.is_file():
@@ -759,14 +939,13 @@ def load_checkpoint(
         raise ValueError(
             f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {err}"
         ) from err
-    if not isinstance(state, dict) or state.get("format") != CHECKPOINT_FORMAT:
-        raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (no {CHECKPOINT_FORMAT!r} marker)")
-    if model is not None:
-        if problem := _shape_mismatch(state["model"], model):
-            raise ValueError(f"checkpoint {path} does not fit this model: {problem}")
-        model.load_state_dict(state["model"])
+    _check_checkpoint(path, state)
+    if model is not None and (problem := _shape_mismatch(state["model"], model)):
+        raise ValueError(f"checkpoint {path} does not fit this model: {problem}")
     if optimizer is not None and state["optimizer"] is not None:
-        optimizer.load_state_dict(state["optimizer"])
+        _load_optimizer(path, state, optimizer)
+    if model is not None:
+        model.load_state_dict(state["model"])
     return state
 
 
@@ -1103,10 +1282,10 @@ def benchmark(
     unknown = [p for p in pipelines if p not in PIPELINES]
     if unknown:
         raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(PIPELINES)}")
+    devices = [str(as_device(d)) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed)
     if limit is not None:
         train_set = Subset(train_set, range(min(limit, len(train_set))))
-    devices = [str(_check_device(torch.device(d))) for d in (devices or available_devices())]
     default_threads = torch.get_num_threads()
     runs = []
     for device_name in devices:
@@ -1796,12 +1975,12 @@ def benchmark_speed(
     """
     if epochs < 2:
         raise ValueError(f"epochs must be at least 2: the first is warm-up, timed apart; got {epochs}")
+    devices = [as_device(d) for d in devices or available_devices()]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed)
     if limit is not None:
         train_set = Subset(train_set, range(min(limit, len(train_set))))
     rows = []
-    for device_name in devices or available_devices():
-        device = _check_device(torch.device(device_name))
+    for device in devices:
         possible = speed_configs(device)
         names = [c for c in configs or possible if c in possible]
         for model_name in models:
@@ -2042,7 +2221,11 @@ def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
 
 def _atomic_write(path: Path, data: bytes) -> None:
     """Write bytes so that readers see the old file or the whole new one, never a torn one."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OSError(err.errno, f"cannot create the folder for {path}: {err.strerror}") from None
+    _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -2050,8 +2233,32 @@ def _atomic_write(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    except OSError as err:  # name the file the caller asked for, not the temporary one
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        fix = {errno.ENOSPC: "free some disk space"}.get(err.errno, "check that the folder exists and is writable")
+        raise OSError(err.errno, f"cannot write {path}: {err.strerror or err}; {fix}, or choose another path") from None
+
+
+def _remove_stale_temporaries(path: Path) -> None:
+    """Delete temporary files that writes of `path` by processes no longer running left behind (kill -9)."""
+    if os.name != "posix":  # checking whether a process runs is a POSIX signal-0 probe
+        return
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
+        pid = tmp.name.rsplit("-", 1)[1]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # it runs, as another user
+        return True
+    return True
 
 
 def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:

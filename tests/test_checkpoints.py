@@ -1,5 +1,6 @@
 """Checkpoints that lose nothing, resume bit for bit, and refuse bad files; evaluation in depth."""
 
+import copy
 import os
 
 import matplotlib.figure
@@ -149,22 +150,28 @@ def _momentum(params, lr):
     return torch.optim.SGD(params, lr, momentum=0.9)
 
 
-def test_resume_with_other_hyperparameters_says_so(mnist, tmp_path, capsys):
+def test_a_checkpoint_belongs_to_one_fit_call(mnist, tmp_path, capsys):
+    """The lesson's two phases on one path: the second is refused with the reason, not silently skipped."""
     train = helpers.DeviceResidentLoader.from_dataset(Subset(mnist, range(256)), 64, shuffle=True, device="cpu")
     path = tmp_path / "r.ckpt"
     helpers.fit(1, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
     capsys.readouterr()
-    history = helpers.fit(2, 0.05, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
-    out = capsys.readouterr().out
-    assert "1 of 2 epochs already done" in out
-    assert (
-        "checkpoint was written with {'epochs': 1, 'lr': 0.1" in out
-        and "continuing with {'epochs': 2, 'lr': 0.05" in out
-    )
+    model = helpers.MnistModel()
+    before = copy.deepcopy(model.state_dict())
+    with pytest.raises(ValueError, match=r"holds 1 epochs of fit\(1, 0.1\).*this call is fit\(2, 0.05\).*its own"):
+        helpers.fit(2, 0.05, model, train, train, checkpoint_path=path, verbose=False)
+    assert all(torch.equal(before[k], v) for k, v in model.state_dict().items()), "nothing loaded"
+    # the same call with more epochs resumes
+    history = helpers.fit(2, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
+    assert "1 of 2 epochs already done" in capsys.readouterr().out
     assert len(history) == 2
     # a finished run is not trained again
-    done = helpers.fit(2, 0.05, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
+    done = helpers.fit(2, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
     assert done == history
+    with pytest.raises(ValueError, match=r"holds 2 epochs of fit\(2, 0.1\).*this call is fit\(1, 0.1\)"):
+        helpers.fit(1, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
+    with pytest.raises(ValueError, match="with Adam. A checkpoint belongs to one fit call"):
+        helpers.fit(3, 0.1, helpers.MnistModel(), train, train, torch.optim.Adam, checkpoint_path=path)
 
 
 # ---------------------------------------------------------------------------- evaluation in depth

@@ -113,6 +113,8 @@ def test_synchronize_waits_for_cuda():
 
 def test_to_device_non_blocking_only_from_pinned_memory_to_cuda(monkeypatch):
     seen = []
+    monkeypatch.setattr(helpers, "_accelerator", lambda: torch.device("cuda"))  # to_device checks the device exists
+    monkeypatch.setattr(helpers, "_accelerator_count", lambda: 1)
     monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **kw: seen.append(kw.get("non_blocking")) or self)
     t = torch.ones(2)
     monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: True)
@@ -312,10 +314,11 @@ def test_fit_keeps_completed_epochs_and_their_weights(action, capsys):
 
 def test_divergence_suggests_a_learning_rate_that_trains(capsys):
     train, val = _small_loaders()
-    nan_loader = Tripwire(train, 0, 0, "nan")
+    # A NaN loss in one step of one epoch, as a blow-up gives, not NaN in the data (see the NonFiniteData tests)
+    nan_loader = Tripwire(train, 0, 1, "nan")
     with pytest.raises(helpers.TrainingDiverged, match=r"lr=1e\+20\. .*such as lr=0\.5 \(the lesson's"):
         helpers.fit(1, 1e20, helpers.MnistModel(), nan_loader, val)
-    nan_loader = Tripwire(train, 0, 0, "nan")
+    nan_loader = Tripwire(train, 0, 1, "nan")
     with pytest.raises(helpers.TrainingDiverged, match=r"such as lr=0\.03\.$"):
         helpers.fit(1, 0.3, helpers.MnistModel(), nan_loader, val)
 
