@@ -221,10 +221,7 @@ def to_device(data: Any, device: str | torch.device, non_blocking: bool | None =
     Modules move in place (and are returned too); tensors are copied, so reassign them.
     `non_blocking` defaults to True only where it helps: pinned host memory going to CUDA.
     """
-    return _move(data, as_device(device), non_blocking)
-
-
-def _move(data: Any, device: torch.device, non_blocking: bool | None) -> Any:
+    device = as_device(device)
     if isinstance(data, nn.Module):
         return data.to(device)
     if isinstance(data, torch.Tensor):
@@ -232,11 +229,11 @@ def _move(data: Any, device: torch.device, non_blocking: bool | None) -> Any:
             non_blocking = device.type == "cuda" and data.device.type == "cpu" and data.is_pinned()
         return data.to(device, non_blocking=non_blocking)
     if isinstance(data, dict):
-        return type(data)((k, _move(v, device, non_blocking)) for k, v in data.items())
+        return type(data)((k, to_device(v, device, non_blocking)) for k, v in data.items())
     if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(_move(x, device, non_blocking) for x in data))
+        return type(data)(*(to_device(x, device, non_blocking) for x in data))
     if isinstance(data, (list, tuple)):
-        return type(data)(_move(x, device, non_blocking) for x in data)
+        return type(data)(to_device(x, device, non_blocking) for x in data)
     if data is None or isinstance(data, (int, float, complex, str, bytes)):
         return data  # nothing to move
     if isinstance(data, np.ndarray):
@@ -256,7 +253,7 @@ class DeviceDataLoader:
 
     def __iter__(self) -> Iterator:
         for batch in self.dl:
-            yield _move(batch, self.device, None)
+            yield to_device(batch, self.device)
 
     def __len__(self) -> int:
         return len(self.dl)
