@@ -1,0 +1,81 @@
+"""The command lines of helpers.py and notebooks/series.py: every bad option, output path or name is refused
+with one clear line before any work, and torchrun reports a failed launch's error."""
+
+import json
+
+import pytest
+
+import helpers
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Loading data, training or benchmarking fails the test: the checks must come first."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the arguments were checked")
+
+    for name in ("load_mnist", "ensure_mnist", "train_distributed", "benchmark", "benchmark_ddp", "speedrun"):
+        monkeypatch.setattr(helpers, name, forbidden)
+
+
+@pytest.mark.parametrize(
+    ("save", "error", "match"),
+    [
+        ("missing/w.pt", FileNotFoundError, "the folder .*missing does not exist; create it"),
+        ("a_file/w.pt", NotADirectoryError, "a_file is a file, not a folder"),
+        (".", ValueError, "it is a folder; give a file path"),
+    ],
+)
+def test_a_save_path_that_cannot_be_written_fails_before_any_training(tmp_path, no_work, save, error, match):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(error, match=match):
+        helpers.main(["--dry-run", "train", "--save", str(tmp_path / save)])
+    with pytest.raises(error, match=match):  # the public function checks too, before it loads any data
+        helpers.train_lesson(device="cpu", save=tmp_path / save)
+
+
+def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(NotADirectoryError, match="a_file is a file, not a folder"):
+        helpers.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
+    with pytest.raises(FileNotFoundError, match="--readme .*nope.md is not a file"):
+        helpers.main(["bench-report", "--readme", str(tmp_path / "nope.md")])
+    monkeypatch.setattr(helpers.os, "access", lambda path, mode: False)  # as for a user without the right
+    with pytest.raises(PermissionError, match="is not writable; give a path you can write to"):
+        helpers.main(["--dry-run", "train", "--save", str(tmp_path / "w.pt")])
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["train", "--epochs", "-1"], "epochs must be a whole number >= 0, got -1"),
+        (["train", "--lr", "-0.5", "0.1"], "lr .* must be a positive number"),
+        (["bench", "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["bench", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["bench", "--ddp", "--nprocs", "1"], "--nprocs must be at least 2, got 1"),
+        (["speedrun", "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["speedrun", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["speedrun", "--target", "1.5"], "--target is a test accuracy from 0 to 1"),
+    ],
+)
+def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, match):
+    with pytest.raises(ValueError, match=match):
+        helpers.main(["--dry-run", *argv])
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999", "-1"])
+def test_a_seed_out_of_range_is_refused(no_work, seed):
+    with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
+        helpers.main(["--seed", seed, "train"])
+
+
+def test_bench_report_names_a_missing_or_broken_file(tmp_path):
+    missing, broken, other = tmp_path / "bench.json", tmp_path / "broken.json", tmp_path / "other.json"
+    with pytest.raises(FileNotFoundError, match=r"bench.json does not exist: run `make bench` first"):
+        helpers.main(["bench-report", "--file", str(missing)])
+    broken.write_text("{not json")
+    other.write_text(json.dumps([1, 2]))
+    for path in (broken, other):
+        with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
+            helpers.main(["bench-report", "--file", str(path)])
