@@ -2358,6 +2358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
     parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    parser.add_argument("--debug", action="store_true", help="show an error's full traceback (or HELPERS_DEBUG=1)")
     parser.add_argument(
         "--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA, gloo for the CPU)"
     )
@@ -2499,5 +2500,29 @@ def _read_bench(path: str | Path) -> dict:
     return found
 
 
+EXPECTED_ERRORS = (ValueError, TypeError, OSError, MnistUnavailable, TrainingDiverged)
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """`main` for a shell: an expected error is one line `error: ...` and exit 2 (argparse's code).
+
+    --debug or HELPERS_DEBUG=1 shows the traceback instead. Under torchrun, `record` first writes the error
+    to the file whose message torchrun's summary shows.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # under torchrun only: record's fault handler would replace a test runner's
+        return (record(main) if "TORCHELASTIC_ERROR_FILE" in os.environ else main)(argv)
+    except KeyboardInterrupt as err:  # TrainingInterrupted too: fit has said where it stopped
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
+        return 130
+    except EXPECTED_ERRORS as err:
+        if "--debug" in argv or os.environ.get("HELPERS_DEBUG") == "1":
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

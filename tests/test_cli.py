@@ -2,10 +2,16 @@
 with one clear line before any work, and torchrun reports a failed launch's error."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
 import helpers
+
+REPO = helpers.Path(helpers.__file__).resolve().parent
+ENV = {k: v for k, v in os.environ.items() if k != "HELPERS_DEBUG"} | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
 
 
 @pytest.fixture
@@ -79,3 +85,49 @@ def test_bench_report_names_a_missing_or_broken_file(tmp_path):
     for path in (broken, other):
         with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
             helpers.main(["bench-report", "--file", str(path)])
+
+
+def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
+    def fails(error):
+        def main(argv):
+            raise error
+
+        return main
+
+    monkeypatch.setattr(helpers, "main", fails(helpers.MnistUnavailable("MNIST is not here\nfix: get it")))
+    assert helpers.cli(["train"]) == 2
+    assert capsys.readouterr().err == "error: MNIST is not here\nfix: get it\n", "its own lines, no traceback"
+    monkeypatch.setattr(helpers, "main", fails(helpers.TrainingInterrupted("training interrupted after 1", [])))
+    assert helpers.cli(["train"]) == 130
+    assert capsys.readouterr().err == "interrupted: training interrupted after 1\n"
+    monkeypatch.setattr(helpers, "main", fails(ValueError("bad")))
+    with pytest.raises(ValueError, match="bad"):
+        helpers.cli(["--debug", "train"])
+    monkeypatch.setenv("HELPERS_DEBUG", "1")
+    with pytest.raises(ValueError, match="bad"):
+        helpers.cli(["train"])
+    monkeypatch.setattr(helpers, "main", fails(RuntimeError("a bug")))  # not an expected error: its traceback
+    with pytest.raises(RuntimeError, match="a bug"):
+        helpers.cli(["train"])
+
+
+def test_an_error_from_the_shell_is_one_line_and_debug_shows_the_traceback(tmp_path):
+    command = [sys.executable, str(REPO / "helpers.py"), "--device", "garbage", "--dry-run", "train"]
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: 'garbage' is not a device name") and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    command.insert(2, "--debug")
+    debug = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "'garbage' is not a device name" in debug.stderr
+
+
+def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3"]
+    command += [str(REPO / "helpers.py"), "--data", str(data_root), "--device", "cpu", "--dry-run", "train"]
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "error: a batch of 128 does not split evenly over 3 processes" in output
+    root_cause = output.split("Root Cause")[1]
+    assert "error_file: <N/A>" not in root_cause and "does not split evenly over 3 processes" in root_cause
