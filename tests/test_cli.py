@@ -11,6 +11,10 @@ import pytest
 import helpers
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
+sys.path.insert(0, str(REPO / "notebooks"))
+
+import series  # noqa: E402
+
 ENV = {k: v for k, v in os.environ.items() if k != "HELPERS_DEBUG"} | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
 
 
@@ -131,3 +135,23 @@ def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
     assert "error: a batch of 128 does not split evenly over 3 processes" in output
     root_cause = output.split("Root Cause")[1]
     assert "error_file: <N/A>" not in root_cause and "does not split evenly over 3 processes" in root_cause
+
+
+def test_series_refuses_an_unknown_notebook_before_running_anything(monkeypatch):
+    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
+    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
+    for command in ("run", "refresh", "translate"):
+        with pytest.raises(SystemExit, match="no notebook named 99_nope: choose from 01_gpu_runtime, 02_data_loading"):
+            series.main([command, "01_gpu_runtime", "99_nope"])
+
+
+def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
+    ran = []
+    monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
+    with pytest.raises(SystemExit, match="parameter.s. epochs; they declare: device, repeats, seed, sizes"):
+        series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
+    with pytest.raises(SystemExit, match="-p passes parameters to `run` only"):
+        series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
+    assert not ran
+    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
+    assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
