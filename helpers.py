@@ -2538,6 +2538,28 @@ def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto") -> str
 # ==================================================================================================
 
 
+def _check_writable(path: str | Path, folder: bool = False) -> None:
+    """Fail before any work if the file `path` (with `folder`, a folder made when missing) cannot be written."""
+    path = Path(path)
+    kind = "folder" if folder else "file"
+    if path.exists() and path.is_dir() != folder:
+        raise ValueError(f"cannot write to {path}: it is a {'file' if folder else 'folder'}; give a {kind} path")
+    wanted = path if folder else path.parent
+    parent = next(p for p in (wanted, *wanted.parents) if p.exists())  # the nearest folder there is
+    if not parent.is_dir():
+        raise NotADirectoryError(f"cannot write to {path}: {parent} is a file, not a folder; give another path")
+    if parent != wanted and not folder:
+        raise FileNotFoundError(
+            f"cannot write to {path}: the folder {wanted} does not exist; create it (mkdir -p {wanted}) "
+            "or give a path in an existing folder"
+        )
+    if not os.access(parent, os.W_OK | os.X_OK) or (path.is_file() and not os.access(path, os.W_OK)):
+        raise PermissionError(
+            f"cannot write to {path}: {path if path.is_file() else parent} is not writable; "
+            "give a path you can write to, or change its permissions"
+        )
+
+
 def train_lesson(
     root: str | Path = "data",
     device: str | None = None,
@@ -2559,8 +2581,12 @@ def train_lesson(
     """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
+    for n, lr in zip(epochs, lrs):
+        _check_hparams(n, lr)
     device = get_default_device(device)
     rank, world = rank_and_world()
+    if save and rank == 0:
+        _check_writable(save)  # before any training: a path that cannot be written would lose the weights
     _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
     print_once(describe_device(device) + (f", {world} processes" if world > 1 else ""))
     seed_everything(seed)
@@ -2603,6 +2629,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
     parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    parser.add_argument("--debug", action="store_true", help="show an error's full traceback (or HELPERS_DEBUG=1)")
     parser.add_argument(
         "--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA, gloo for the CPU)"
     )
@@ -2635,6 +2662,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--epochs", type=int, default=6)
     run.add_argument("--target", type=float, default=0.97, help="exit 1 if the test accuracy ends below this")
     args = parser.parse_args(argv)
+    _check_args(args)  # as given, before --dry-run replaces any of them and before any work
     limit = 1024 if args.dry_run else None
     if args.command == "train":
         train_distributed(
@@ -2676,6 +2704,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             _write_bench(Path(args.out) / "bench.json", pipelines=rows, speed=speed)
     elif args.command == "bench-report":
+        _read_bench(args.file)
         if args.readme:
             write_bench_report(args.readme, args.file)
             print(f"updated the measured block of {args.readme} from {args.file}")
@@ -2696,5 +2725,75 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _at_least(option: str, value: float, low: float) -> None:
+    if value < low:
+        raise ValueError(f"{option} must be at least {low}, got {value}")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse a bad option or an output path that cannot be written, naming it, before any work."""
+    if not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}; the default is 42")
+    if args.command == "train":
+        for n, lr in zip(args.epochs, args.lr):
+            _check_hparams(n, lr)
+        if args.save:
+            _check_writable(args.save)
+    elif args.command == "bench":
+        _at_least("--epochs", args.epochs, 1)
+        _at_least("--limit", args.limit, 1)
+        if args.ddp:
+            _at_least("--nprocs", args.nprocs, 2)
+        _check_writable(args.out, folder=True)
+    elif args.command == "bench-report" and args.readme:
+        if not Path(args.readme).is_file():
+            raise FileNotFoundError(f"--readme {args.readme} is not a file: give the README whose figures to replace")
+        _check_writable(args.readme)
+    elif args.command == "speedrun":
+        _at_least("--epochs", args.epochs, 1)
+        _check_hparams(args.epochs, args.lr)
+        _at_least("--batch-size", args.batch_size, 1)
+        _at_least("--momentum", args.momentum, 0)
+        if not 0 <= args.target <= 1:
+            raise ValueError(f"--target is a test accuracy from 0 to 1, such as 0.97; got {args.target}")
+
+
+def _read_bench(path: str | Path) -> dict:
+    """The benchmark file, or an error that names it and says how to write it."""
+    try:
+        found = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist: run `make bench` first (or pass --file)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a benchmark file ({err}): run `make bench` to write it again") from None
+    if not isinstance(found, dict) or not {"devices", "date", "torch"} <= found.keys():
+        raise ValueError(f"{path} is not a benchmark file (no devices, date or torch): run `make bench` to write it")
+    return found
+
+
+EXPECTED_ERRORS = (ValueError, TypeError, OSError, MnistUnavailable, TrainingDiverged)
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """`main` for a shell: an expected error is one line `error: ...` and exit 2 (argparse's code).
+
+    --debug or HELPERS_DEBUG=1 shows the traceback instead. Under torchrun, `record` first writes the error
+    to the file whose message torchrun's summary shows.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # under torchrun only: record's fault handler would replace a test runner's
+        return (record(main) if "TORCHELASTIC_ERROR_FILE" in os.environ else main)(argv)
+    except KeyboardInterrupt as err:  # TrainingInterrupted too: fit has said where it stopped
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
+        return 130
+    except EXPECTED_ERRORS as err:
+        if "--debug" in argv or os.environ.get("HELPERS_DEBUG") == "1":
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(cli())

@@ -566,6 +566,26 @@ def _parse_value(text: str) -> object:
         return text
 
 
+def _check_selection(args: argparse.Namespace) -> None:
+    """Refuse unknown notebook names, and a parameter that no selected notebook declares, before anything runs."""
+    stems = [p.stem for p in notebook_paths()]
+    unknown = [n for n in args.names if n not in stems and n.removesuffix(".ipynb") not in stems]
+    if unknown:
+        raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}")
+    if args.parameter and args.command != "run":
+        raise SystemExit(f"-p passes parameters to `run` only; {args.command} executes the notebooks as they are")
+    if args.parameter:
+        import papermill
+
+        declared = {name for p in notebook_paths(args.names) for name in papermill.inspect_notebook(str(p))}
+        unused = sorted({k for k, _ in args.parameter} - declared)
+        if unused:
+            raise SystemExit(
+                f"no selected notebook declares the parameter(s) {', '.join(unused)}; "
+                f"they declare: {', '.join(sorted(declared))}"
+            )
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=["run", "refresh", "stamp", "translate"])
@@ -588,6 +608,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
     args = parser.parse_args(argv)
+    _check_selection(args)
     if args.command == "run":
         try:
             run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names, args.lang)

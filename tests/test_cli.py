@@ -1,0 +1,157 @@
+"""The command lines of helpers.py and notebooks/series.py: every bad option, output path or name is refused
+with one clear line before any work, and torchrun reports a failed launch's error."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import helpers
+
+REPO = helpers.Path(helpers.__file__).resolve().parent
+sys.path.insert(0, str(REPO / "notebooks"))
+
+import series  # noqa: E402
+
+ENV = {k: v for k, v in os.environ.items() if k != "HELPERS_DEBUG"} | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """Loading data, training or benchmarking fails the test: the checks must come first."""
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("work started before the arguments were checked")
+
+    for name in ("load_mnist", "ensure_mnist", "train_distributed", "benchmark", "benchmark_ddp", "speedrun"):
+        monkeypatch.setattr(helpers, name, forbidden)
+
+
+@pytest.mark.parametrize(
+    ("save", "error", "match"),
+    [
+        ("missing/w.pt", FileNotFoundError, "the folder .*missing does not exist; create it"),
+        ("a_file/w.pt", NotADirectoryError, "a_file is a file, not a folder"),
+        (".", ValueError, "it is a folder; give a file path"),
+    ],
+)
+def test_a_save_path_that_cannot_be_written_fails_before_any_training(tmp_path, no_work, save, error, match):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(error, match=match):
+        helpers.main(["--dry-run", "train", "--save", str(tmp_path / save)])
+    with pytest.raises(error, match=match):  # the public function checks too, before it loads any data
+        helpers.train_lesson(device="cpu", save=tmp_path / save)
+
+
+def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
+    (tmp_path / "a_file").write_text("")
+    with pytest.raises(NotADirectoryError, match="a_file is a file, not a folder"):
+        helpers.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
+    with pytest.raises(FileNotFoundError, match="--readme .*nope.md is not a file"):
+        helpers.main(["bench-report", "--readme", str(tmp_path / "nope.md")])
+    monkeypatch.setattr(helpers.os, "access", lambda path, mode: False)  # as for a user without the right
+    with pytest.raises(PermissionError, match="is not writable; give a path you can write to"):
+        helpers.main(["--dry-run", "train", "--save", str(tmp_path / "w.pt")])
+
+
+@pytest.mark.parametrize(
+    ("argv", "match"),
+    [
+        (["train", "--epochs", "-1"], "epochs must be a whole number >= 0, got -1"),
+        (["train", "--lr", "-0.5", "0.1"], "lr .* must be a positive number"),
+        (["bench", "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["bench", "--limit", "0"], "--limit must be at least 1, got 0"),
+        (["bench", "--ddp", "--nprocs", "1"], "--nprocs must be at least 2, got 1"),
+        (["speedrun", "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (["speedrun", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["speedrun", "--target", "1.5"], "--target is a test accuracy from 0 to 1"),
+    ],
+)
+def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, match):
+    with pytest.raises(ValueError, match=match):
+        helpers.main(["--dry-run", *argv])
+
+
+@pytest.mark.parametrize("seed", ["99999999999999999999", "-1"])
+def test_a_seed_out_of_range_is_refused(no_work, seed):
+    with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
+        helpers.main(["--seed", seed, "train"])
+
+
+def test_bench_report_names_a_missing_or_broken_file(tmp_path):
+    missing, broken, other = tmp_path / "bench.json", tmp_path / "broken.json", tmp_path / "other.json"
+    with pytest.raises(FileNotFoundError, match=r"bench.json does not exist: run `make bench` first"):
+        helpers.main(["bench-report", "--file", str(missing)])
+    broken.write_text("{not json")
+    other.write_text(json.dumps([1, 2]))
+    for path in (broken, other):
+        with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
+            helpers.main(["bench-report", "--file", str(path)])
+
+
+def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
+    def fails(error):
+        def main(argv):
+            raise error
+
+        return main
+
+    monkeypatch.setattr(helpers, "main", fails(helpers.MnistUnavailable("MNIST is not here\nfix: get it")))
+    assert helpers.cli(["train"]) == 2
+    assert capsys.readouterr().err == "error: MNIST is not here\nfix: get it\n", "its own lines, no traceback"
+    monkeypatch.setattr(helpers, "main", fails(helpers.TrainingInterrupted("training interrupted after 1", [])))
+    assert helpers.cli(["train"]) == 130
+    assert capsys.readouterr().err == "interrupted: training interrupted after 1\n"
+    monkeypatch.setattr(helpers, "main", fails(ValueError("bad")))
+    with pytest.raises(ValueError, match="bad"):
+        helpers.cli(["--debug", "train"])
+    monkeypatch.setenv("HELPERS_DEBUG", "1")
+    with pytest.raises(ValueError, match="bad"):
+        helpers.cli(["train"])
+    monkeypatch.setattr(helpers, "main", fails(RuntimeError("a bug")))  # not an expected error: its traceback
+    with pytest.raises(RuntimeError, match="a bug"):
+        helpers.cli(["train"])
+
+
+def test_an_error_from_the_shell_is_one_line_and_debug_shows_the_traceback(tmp_path):
+    command = [sys.executable, str(REPO / "helpers.py"), "--device", "garbage", "--dry-run", "train"]
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: 'garbage' is not a device name") and "Traceback" not in done.stderr
+    assert len(done.stderr.splitlines()) == 1, done.stderr
+    command.insert(2, "--debug")
+    debug = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "'garbage' is not a device name" in debug.stderr
+
+
+def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3"]
+    command += [str(REPO / "helpers.py"), "--data", str(data_root), "--device", "cpu", "--dry-run", "train"]
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
+    output = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "error: a batch of 128 does not split evenly over 3 processes" in output
+    root_cause = output.split("Root Cause")[1]
+    assert "error_file: <N/A>" not in root_cause and "does not split evenly over 3 processes" in root_cause
+
+
+def test_series_refuses_an_unknown_notebook_before_running_anything(monkeypatch):
+    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
+    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
+    for command in ("run", "refresh", "translate"):
+        with pytest.raises(SystemExit, match="no notebook named 99_nope: choose from 01_gpu_runtime, 02_data_loading"):
+            series.main([command, "01_gpu_runtime", "99_nope"])
+
+
+def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
+    ran = []
+    monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
+    with pytest.raises(SystemExit, match="parameter.s. epochs; they declare: device, repeats, seed, sizes"):
+        series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
+    with pytest.raises(SystemExit, match="-p passes parameters to `run` only"):
+        series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
+    assert not ran
+    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
+    assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
