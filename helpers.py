@@ -91,6 +91,8 @@ LESSON = LessonSettings()
 
 def seed_everything(seed: int = LESSON.seed) -> None:
     """Seed Python, NumPy and PyTorch (all devices) so a run repeats on the same machine."""
+    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds CUDA, MPS and the other accelerators
@@ -1428,6 +1430,8 @@ def speedrun(
     preparation and validation are timed apart from training.
     """
     _check_hparams(epochs, lr)
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a speedrun (its learning rate decays over them), got {epochs}")
     device = get_default_device(device)
     t0 = time.perf_counter()
     train_set, val_set = split_dataset(load_mnist(root), seed=seed)

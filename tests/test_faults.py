@@ -250,3 +250,14 @@ def test_temporary_files_of_dead_processes_are_cleaned_on_the_next_write(tmp_pat
         path.write_bytes(b"x" * 100)
     helpers.save_checkpoint(tmp_path / "run.ckpt", helpers.MnistModel())
     assert not dead.exists() and alive.exists() and other.exists()
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, 1.5])
+def test_a_seed_out_of_range_is_refused(seed):
+    with pytest.raises(ValueError, match="seed must be a whole number from 0 to 2\\*\\*63 - 1"):
+        helpers.seed_everything(seed)
+
+
+def test_a_speedrun_of_no_epochs_is_refused_before_loading_data(tmp_path):
+    with pytest.raises(ValueError, match="epochs must be at least 1 for a speedrun"):
+        helpers.speedrun(root=tmp_path / "nothing-here", epochs=0)
