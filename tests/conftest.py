@@ -12,13 +12,14 @@ sys.path.insert(0, str(REPO))
 matplotlib.use("Agg")
 
 import helpers  # noqa: E402
+import helpers_data  # noqa: E402
 
 
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """The repository's data/ root with verified MNIST (fetched through the offline path if missing)."""
     root = REPO / "data"
-    helpers.ensure_mnist(root)
+    helpers_data.ensure_mnist(root)
     return root
 
 
@@ -37,7 +38,7 @@ def raw_copy(data_root, tmp_path) -> Path:
     """A private data root holding copies of the verified raw files, to damage freely."""
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
-    for name in helpers.MNIST_MD5:
+    for name in helpers_data.MNIST_MD5:
         shutil.copy(data_root / "MNIST" / "raw" / name, raw / name)
     return tmp_path
 

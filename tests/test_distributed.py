@@ -13,6 +13,7 @@ import torch.multiprocessing as mp
 from torch.utils.data import DataLoader, Subset
 
 import helpers
+import helpers_ddp
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # the `torchrun` command, from this interpreter
@@ -64,7 +65,7 @@ def test_torchrun_with_two_processes_trains_the_same_weights_as_one(one_process,
 
 
 def test_two_nodes_on_one_machine_train_the_same_weights(one_process, data_root, tmp_path):
-    endpoint = f"127.0.0.1:{helpers.free_port()}"
+    endpoint = f"127.0.0.1:{helpers_ddp.free_port()}"
     saved = tmp_path / "nodes.pt"
     nodes = [
         subprocess.Popen(
@@ -93,10 +94,10 @@ def test_two_nodes_on_one_machine_train_the_same_weights(one_process, data_root,
 def test_a_rank_that_fails_ends_the_job_quickly_with_its_error(tmp_path):
     code = (
         f"import sys; sys.path.insert(0, {str(REPO)!r}); import torch, helpers\n"
-        "helpers.init_distributed('cpu')\n"
-        "if helpers.rank_and_world()[0] == 1:\n"
+        "helpers_ddp.init_distributed('cpu')\n"
+        "if helpers_ddp.rank_and_world()[0] == 1:\n"
         "    raise RuntimeError('rank 1 fails on purpose')\n"
-        "helpers.all_reduce_sum(torch.ones(1))  # rank 0 waits here for rank 1, which never comes\n"
+        "helpers_ddp.all_reduce_sum(torch.ones(1))  # rank 0 waits here for rank 1, which never comes\n"
     )
     t0 = time.perf_counter()
     result = _run(
@@ -112,8 +113,8 @@ def test_a_rank_that_fails_ends_the_job_quickly_with_its_error(tmp_path):
 
 def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: str) -> None:
     """Run in each of 2 spawned processes; rank 0 writes what the tests compare."""
-    helpers._join_as_spawned(rank, world_size, port)
-    helpers.init_distributed("cpu")
+    helpers_ddp._join_as_spawned(rank, world_size, port)
+    helpers_ddp.init_distributed("cpu")
     try:
         images, labels = helpers._as_uint8_images(helpers.load_mnist(data_root, train=False))
         images, labels = images[:1001], labels[:1001]  # 1001 images: no batch size below splits them evenly
@@ -121,22 +122,22 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         helpers.seed_everything(0)
         model = helpers.MnistModel()
         for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
-            resident = helpers.DeviceResidentLoader(images, labels, batch_size, device="cpu")
+            resident = helpers_ddp.ShardedResidentLoader(images, labels, batch_size, device="cpu", uneven=True)
             dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
-            sampler = helpers.ShardedSampler(range(1001), batch_size)
+            sampler = helpers_ddp.ShardedSampler(range(1001), batch_size, uneven=True)
             loader = DataLoader(dataset, sampler.shard_size, sampler=sampler)
             found[f"resident_{batch_size}"] = helpers.evaluate(model, resident)
             found[f"loader_{batch_size}"] = helpers.evaluate(model, loader)
         # Training on 1001 images in batches of 128: a last batch of 105 splits 53 + 52.
         helpers.seed_everything(1)
-        ddp = helpers.data_parallel(helpers.MnistModel(), "cpu")
-        train = helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3)
+        ddp = helpers_ddp.data_parallel(helpers.MnistModel(), "cpu")
+        train = helpers_ddp.ShardedResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3)
         found["train"] = helpers.train_epoch(ddp, train, torch.optim.SGD(ddp.parameters(), 0.5))
-        weights = helpers.unwrap(ddp).state_dict()
+        weights = ddp.state_dict()  # the model stays a plain MnistModel
         try:  # batches of 8 leave rank 1 without a share of the last one: it would take one step fewer
             helpers.train_epoch(
                 ddp,
-                helpers.DeviceResidentLoader(images, labels, 8, device="cpu"),
+                helpers_ddp.ShardedResidentLoader(images, labels, 8, device="cpu"),
                 torch.optim.SGD(ddp.parameters(), 0.5),
             )
             found["steps_error"] = None
@@ -145,13 +146,13 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         if rank == 0:
             torch.save({"found": found, "weights": weights, "init": model.state_dict()}, out)
     finally:
-        helpers.close_distributed()
+        helpers_ddp.close_distributed()
 
 
 @pytest.fixture(scope="module")
 def group(data_root, tmp_path_factory):
     out = tmp_path_factory.mktemp("group") / "found.pt"
-    mp.spawn(_group_checks, args=(2, helpers.free_port(), str(data_root), str(out)), nprocs=2)
+    mp.spawn(_group_checks, args=(2, helpers_ddp.free_port(), str(data_root), str(out)), nprocs=2)
     return torch.load(out)
 
 
@@ -195,7 +196,7 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
     order = torch.randperm(1001, generator=torch.Generator().manual_seed(0)).tolist()
 
     def batches(rank, world_size):
-        sampler = helpers.ShardedSampler(order, 128, rank=rank, world_size=world_size)
+        sampler = helpers_ddp.ShardedSampler(order, 128, rank=rank, world_size=world_size)
         loader = DataLoader(range(1001), sampler.shard_size, sampler=sampler)
         assert len(loader) == len(list(loader)) and len(sampler) == len(list(sampler))
         return [b.tolist() for b in loader]
@@ -207,19 +208,21 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
         assert sorted(i for shard in shards for i in shard[step]) == sorted(batch)
     images, labels = torch.zeros(1001, 1, 28, 28, dtype=torch.uint8), torch.arange(1001)
     loaders = [
-        helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", rank=r, world_size=world_size)
+        helpers_ddp.ShardedResidentLoader(
+            images, labels, 128, shuffle=True, device="cpu", rank=r, world_size=world_size
+        )
         for r in range(world_size)
     ]
-    whole = helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu", rank=0, world_size=1)
+    whole = helpers.DeviceResidentLoader(images, labels, 128, shuffle=True, device="cpu")
     for full, *parts in zip(whole, *loaders):
         assert sorted(torch.cat([p[1] for p in parts]).tolist()) == sorted(full[1].tolist())
 
 
 def test_a_batch_that_does_not_split_evenly_is_refused():
     with pytest.raises(ValueError, match="a batch of 128 does not split evenly over 3 processes.*1, 2, 4, 8, 16"):
-        helpers.ShardedSampler(range(10), 128, rank=0, world_size=3)
+        helpers_ddp.ShardedSampler(range(10), 128, rank=0, world_size=3)
     with pytest.raises(ValueError, match="does not split evenly over 3"):
-        helpers.DeviceResidentLoader(
+        helpers_ddp.ShardedResidentLoader(
             torch.zeros(10, 1, 28, 28), torch.zeros(10), 128, device="cpu", rank=0, world_size=3
         )
 
@@ -227,9 +230,9 @@ def test_a_batch_that_does_not_split_evenly_is_refused():
 def test_a_backend_that_does_not_suit_the_device_is_refused(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     with pytest.raises(ValueError, match="the nccl backend cannot run on cpu: use 'gloo'"):
-        helpers.init_distributed("cpu", backend="nccl")
+        helpers_ddp.init_distributed("cpu", backend="nccl")
     with pytest.raises(ValueError, match="unknown backend 'glue': use 'gloo' for cpu"):
-        helpers.init_distributed("cpu", backend="glue")
+        helpers_ddp.init_distributed("cpu", backend="glue")
 
 
 def test_more_processes_than_gpus_is_refused(monkeypatch):
@@ -238,22 +241,22 @@ def test_more_processes_than_gpus_is_refused(monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "4")
     monkeypatch.setenv("LOCAL_WORLD_SIZE", "4")
     with pytest.raises(ValueError, match="4 processes on this machine but only 2 cuda device.*--nproc_per_node=2"):
-        helpers.init_distributed("cuda")
+        helpers_ddp.init_distributed("cuda")
 
 
 def test_default_backends():
-    assert helpers.default_backend("cpu") == "gloo"
-    assert helpers.default_backend("cuda") == "nccl"
+    assert helpers_ddp.default_backend("cpu") == "gloo"
+    assert helpers_ddp.default_backend("cuda") == "nccl"
 
 
 def test_one_process_needs_no_group():
-    assert helpers.rank_and_world() == (0, 1) and helpers.is_main_process()
+    assert helpers_ddp.rank_and_world() == (0, 1) and helpers_ddp.is_main_process()
     model = helpers.MnistModel()
-    assert helpers.data_parallel(model, "cpu") is model and helpers.unwrap(model) is model
+    assert helpers_ddp.data_parallel(model, "cpu") is model and "training_step" not in vars(model)
 
 
 def test_benchmark_ddp_reports_both_models(data_root, tmp_path):
-    rows = helpers.benchmark_ddp(
+    rows = helpers_ddp.benchmark_ddp(
         data_root, hidden_sizes=(32, 256), epochs=1, limit=1024, out_dir=tmp_path, verbose=False
     )
     assert [r["hidden_size"] for r in rows] == [32, 256] and all(r["processes"] == 2 for r in rows)
@@ -261,4 +264,4 @@ def test_benchmark_ddp_reports_both_models(data_root, tmp_path):
         assert r["one_s"] > 0 and r["ddp_s"] > 0 and 0 <= r["communication_share"] < 1
         assert r["speedup"] == pytest.approx(r["one_s"] / r["ddp_s"])
     assert json.loads((tmp_path / "ddp.json").read_text()) == rows
-    assert "784-256-10" in helpers.format_benchmark_ddp(rows)
+    assert "784-256-10" in helpers_ddp.format_ddp(rows)

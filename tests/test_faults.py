@@ -11,6 +11,9 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import helpers
+import helpers_cli
+import helpers_data
+import helpers_speed
 
 
 def _data(n=256, seed=0):
@@ -227,14 +230,14 @@ def test_a_full_disk_at_a_save_keeps_the_completed_epochs(tmp_path, monkeypatch)
     train = _loader(*_data(128))
     model = helpers.MnistModel()
     helpers.fit(1, 0.1, model, train, train, checkpoint_path=path, verbose=False)
-    monkeypatch.setattr(helpers, "open", _failing_open(errno.ENOSPC), raising=False)
+    monkeypatch.setattr(helpers_data, "open", _failing_open(errno.ENOSPC), raising=False)
     with pytest.raises(helpers.CheckpointNotSaved, match=r"epoch 1 finished.*No space left.*free some disk") as info:
         helpers.fit(3, 0.1, model, train, train, checkpoint_path=path, verbose=False)
     assert len(info.value.history) == 2 and helpers.load_checkpoint(path)["epoch"] == 1
 
 
 def test_a_read_only_checkpoint_folder_names_the_checkpoint_not_a_temporary_file(tmp_path, monkeypatch):
-    monkeypatch.setattr(helpers, "open", _failing_open(errno.EACCES), raising=False)
+    monkeypatch.setattr(helpers_data, "open", _failing_open(errno.EACCES), raising=False)
     with pytest.raises(OSError) as info:
         helpers.save_checkpoint(tmp_path / "run.ckpt", helpers.MnistModel())
     message = str(info.value)
@@ -260,11 +263,11 @@ def test_a_seed_out_of_range_is_refused(seed):
 
 def test_a_speedrun_of_no_epochs_is_refused_before_loading_data(tmp_path):
     with pytest.raises(ValueError, match="epochs must be at least 1 for a speedrun"):
-        helpers.speedrun(root=tmp_path / "nothing-here", epochs=0)
+        helpers_speed.speedrun(root=tmp_path / "nothing-here", epochs=0)
 
 
 def test_a_benchmark_on_a_device_that_is_not_one_fails_before_loading_data(tmp_path):
     argv = ["--data", str(tmp_path / "no-data"), "bench", "--devices", "garbage", "--out", str(tmp_path / "out")]
     with pytest.raises(ValueError, match="'garbage' is not a device name"):
-        helpers.main(argv)
+        helpers_cli.main(argv)
     assert not (tmp_path / "no-data").exists()

@@ -6,6 +6,8 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 import helpers
+import helpers_cli
+import helpers_speed
 
 
 def _loaders(n=512, seed=0):
@@ -14,10 +16,10 @@ def _loaders(n=512, seed=0):
     return DataLoader(data, 64, shuffle=True, generator=torch.Generator().manual_seed(1)), DataLoader(data, 128)
 
 
-def _trained(**switches):
+def _trained(step=helpers.lesson_step, compile=False):
     torch.manual_seed(0)
-    model = helpers.MnistModel()
-    history = helpers.fit(2, 0.5, model, *_loaders(), progress=False, verbose=False, **switches)
+    model = helpers_speed.compile_model(helpers.MnistModel(), compile)
+    history = helpers.fit(2, 0.5, model, *_loaders(), progress=False, verbose=False, step=step)
     return model, history
 
 
@@ -31,7 +33,7 @@ def test_switches_are_off_by_default_and_then_never_touch_autocast_or_compile(mo
     plain, plain_history = _trained()
     monkeypatch.setattr(torch, "autocast", lambda *a, **kw: pytest.fail("autocast entered with amp off"))
     monkeypatch.setattr(torch, "compile", lambda *a, **kw: pytest.fail("torch.compile called with compile off"))
-    off, off_history = _trained(amp=None, compile=False)
+    off, off_history = _trained(step=helpers_speed.mixed_precision(None), compile=False)
     for key, value in plain.state_dict().items():
         assert torch.equal(value, off.state_dict()[key])
     assert [h["val_loss"] for h in off_history] == [h["val_loss"] for h in plain_history]
@@ -41,7 +43,8 @@ def test_bfloat16_autocast_runs_the_training_forward_pass_in_bfloat16():
     torch.manual_seed(0)
     model = helpers.MnistModel()
     dtypes = _forward_dtypes(model)
-    history = helpers.fit(1, 0.5, model, *_loaders(), progress=False, verbose=False, amp=torch.bfloat16)
+    bfloat16 = helpers_speed.mixed_precision(torch.bfloat16)
+    history = helpers.fit(1, 0.5, model, *_loaders(), progress=False, verbose=False, step=bfloat16)
     assert {d for training, d in dtypes if training} == {torch.bfloat16}
     assert {d for training, d in dtypes if not training} == {torch.float32}, "evaluation stays in float32"
     assert all(p.dtype == torch.float32 for p in model.parameters()), "the weights stay float32"
@@ -51,96 +54,89 @@ def test_bfloat16_autocast_runs_the_training_forward_pass_in_bfloat16():
 
 
 def test_amp_by_name_as_the_command_line_gives_it():
-    assert helpers.check_amp("bfloat16", "cpu") is torch.bfloat16
-    assert helpers.check_amp("torch.bfloat16", "cpu") is torch.bfloat16
-    assert helpers.check_amp(None, "cpu") is None
+    assert helpers_speed.autocast_dtype("bfloat16", "cpu") is torch.bfloat16
+    assert helpers_speed.autocast_dtype("torch.bfloat16", "cpu") is torch.bfloat16
+    assert helpers_speed.autocast_dtype(None, "cpu") is None
 
 
-def test_compile_trains_through_the_compiled_module(monkeypatch):
-    calls = []
+def test_compile_trains_through_the_compiled_forward_pass(monkeypatch):
+    calls, steps = [], []
 
-    def fake_compile(model, mode):
+    def fake_compile(forward, mode):
         calls.append(mode)
 
-        class Compiled(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self._orig_mod = model
-                self.steps = 0
+        def compiled(*args):
+            steps.append(forward.__self__.training)
+            return forward(*args)
 
-            def forward(self, x):
-                self.steps += 1
-                return self._orig_mod(x)
-
-        compiled_model = Compiled()
-        calls.append(compiled_model)
-        return compiled_model
+        return compiled
 
     monkeypatch.setattr(torch, "compile", fake_compile)
     model, history = _trained(compile=True)
-    mode, compiled_model = calls
-    assert mode == "default" and compiled_model.steps == 2 * 8, "every training step through the compiled module"
-    assert helpers.unwrap(compiled_model) is model
+    assert calls == ["default"] and steps.count(True) == 2 * 8, "every training step through the compiled forward"
+    assert isinstance(model, helpers.MnistModel) and set(model.state_dict()) == set(helpers.MnistModel().state_dict())
 
 
 def test_clear_errors_for_what_the_device_cannot_do(monkeypatch):
     model = helpers.MnistModel()
     loaders = _loaders(64)
     with pytest.raises(ValueError, match="float16 autocast needs a GPU.*amp=torch.bfloat16"):
-        helpers.fit(1, 0.5, model, *loaders, amp=torch.float16)
+        helpers.fit(1, 0.5, model, *loaders, step=helpers_speed.mixed_precision(torch.float16))
     with pytest.raises(ValueError, match="amp must be torch.bfloat16, torch.float16 or None"):
-        helpers.fit(1, 0.5, model, *loaders, amp="float8")
+        helpers.fit(1, 0.5, model, *loaders, step=helpers_speed.mixed_precision("float8"))
     with pytest.raises(ValueError, match="reduce-overhead.*needs a CUDA GPU.*compile=True"):
-        helpers.fit(1, 0.5, model, *loaders, compile="reduce-overhead")
+        helpers_speed.compile_model(model, "reduce-overhead")
     with pytest.raises(ValueError, match="compile must be True, False or a mode"):
-        helpers.fit(1, 0.5, model, *loaders, compile="fastest")
+        helpers_speed.compile_model(model, "fastest")
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     with pytest.raises(ValueError, match="no native bfloat16.*amp=torch.float16"):
-        helpers.check_amp(torch.bfloat16, "cuda")
+        helpers_speed.autocast_dtype(torch.bfloat16, "cuda")
 
 
 def test_tf32_switch_is_restored_afterwards():
     before = torch.backends.cuda.matmul.fp32_precision
-    with helpers.tf32(True):
+    with helpers_speed.tf32(True):
         assert torch.backends.cuda.matmul.fp32_precision == "tf32"
-        with helpers.tf32(False):
+        with helpers_speed.tf32(False):
             assert torch.backends.cuda.matmul.fp32_precision == "ieee"
     assert torch.backends.cuda.matmul.fp32_precision == before
 
 
 def test_command_line_passes_the_switches(monkeypatch):
     seen = {}
-    monkeypatch.setattr(helpers, "train_distributed", lambda **kw: seen.update(kw))
-    helpers.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
-    assert seen["amp"] == "bfloat16" and seen["compile"] == "default"
-    helpers.main(["train"])
-    assert seen["amp"] is None and seen["compile"] is False
+    monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.update(kw))
+    helpers_cli.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
+    assert seen["step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
+    helpers_cli.main(["train"])
+    assert seen["step"].amp is None and seen["prepare"] is None
 
 
 @pytest.mark.cuda
 @pytest.mark.parametrize("amp", [torch.float16, torch.bfloat16])
 def test_mixed_precision_trains_on_cuda(amp):
-    if amp == torch.bfloat16 and not helpers.bf16_native("cuda"):
+    if amp == torch.bfloat16 and not helpers_speed.bf16_native("cuda"):
         pytest.skip("this GPU has no native bfloat16")
     torch.manual_seed(0)
     model = helpers.to_device(helpers.MnistModel(), "cuda")
     dtypes = _forward_dtypes(model)
     train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in _loaders())
-    history = helpers.fit(2, 0.5, model, train, val, progress=False, verbose=False, amp=amp)
+    history = helpers.fit(
+        2, 0.5, model, train, val, progress=False, verbose=False, step=helpers_speed.mixed_precision(amp)
+    )
     assert {d for training, d in dtypes if training} == {amp}
     assert all(torch.isfinite(torch.tensor(h["train_loss"])) for h in history)
 
 
 def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
-    assert helpers.speed_configs("cpu") == ["float32", "bfloat16", "compile"]
+    assert helpers_speed.speed_configs("cpu") == ["float32", "bfloat16", "compile"]
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # a T4
-    assert helpers.speed_configs("cuda") == ["float32", "tf32", "float16", "compile", "compile reduce-overhead"]
+    assert helpers_speed.speed_configs("cuda") == ["float32", "tf32", "float16", "compile", "compile reduce-overhead"]
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100
-    assert "bfloat16" in helpers.speed_configs("cuda")
+    assert "bfloat16" in helpers_speed.speed_configs("cuda")
 
 
 def test_mlp_layers():
-    model = helpers.mlp(784, 64, 64, 10)
+    model = helpers_speed.mlp(784, 64, 64, 10)
     assert [m.out_features for m in model if isinstance(m, torch.nn.Linear)] == [64, 64, 10]
     assert sum(isinstance(m, torch.nn.ReLU) for m in model) == 2 and model(torch.rand(3, 1, 28, 28)).shape == (3, 10)
 
@@ -148,8 +144,8 @@ def test_mlp_layers():
 def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, monkeypatch):
     order = []
     real = helpers.train_epoch
-    monkeypatch.setattr(helpers, "train_epoch", lambda *a: order.append((a[0], a[3])) or real(*a))
-    rows = helpers.benchmark_speed(
+    monkeypatch.setattr(helpers_speed, "train_epoch", lambda *a: order.append((a[0], a[3].dtype)) or real(*a))
+    rows = helpers_speed.benchmark_speed(
         data_root, ["cpu"], models=["small"], configs=["float32", "bfloat16"], epochs=3, limit=512, verbose=False
     )
     assert [r["config"] for r in rows] == ["float32", "bfloat16"]
@@ -159,25 +155,25 @@ def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, 
         assert r["model"] == "784-32-10" and r["batch_size"] == 128 and r["first_s"] > 0
         assert r["epoch_s_min"] <= r["epoch_s"] <= r["epoch_s_max"] and 0 < r["val_acc"] <= 1
     assert rows[0]["speedup"] == 1.0 and rows[1]["speedup"] == pytest.approx(rows[0]["epoch_s"] / rows[1]["epoch_s"])
-    assert "| 784-32-10 | 128 | cpu | bfloat16 |" in helpers.format_speed(rows)
+    assert "| 784-32-10 | 128 | cpu | bfloat16 |" in helpers_speed.format_speed(rows)
     with pytest.raises(ValueError, match="at least 2"):
-        helpers.benchmark_speed(data_root, ["cpu"], epochs=1)
+        helpers_speed.benchmark_speed(data_root, ["cpu"], epochs=1)
 
 
 def test_profile_labels_each_phase_and_lists_the_operations(tmp_path):
     g = torch.Generator().manual_seed(0)
     images, labels = torch.randint(0, 256, (640, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(640) % 10
     loader = helpers.DeviceResidentLoader(images, labels, 64, device="cpu")
-    profiled = helpers.profile_training(helpers.MnistModel(), loader, steps=5, trace=tmp_path / "trace.json")
-    assert profiled["steps"] == 5 and set(profiled["seconds"]) == set(helpers.PHASES)
+    profiled = helpers_speed.profile_training(helpers.MnistModel(), loader, steps=5, trace=tmp_path / "trace.json")
+    assert profiled["steps"] == 5 and set(profiled["seconds"]) == set(helpers_speed.PHASES)
     assert all(seconds > 0 for seconds in profiled["seconds"].values())
-    top = helpers.top_operations(profiled, n=8)
+    top = helpers_speed.top_operations(profiled, n=8)
     names = [row["operation"] for row in top]
-    assert len(top) == 8 and not set(names) & set(helpers.PHASES)
+    assert len(top) == 8 and not set(names) & set(helpers_speed.PHASES)
     assert {"aten::addmm", "aten::mm"} & set(names), "the linear layers' matrix products are among the top"
     assert top[0]["self_ms"] >= top[-1]["self_ms"] and 0 < sum(row["share"] for row in top) <= 1 + 1e-9
     assert '"traceEvents"' in (tmp_path / "trace.json").read_text()[:1000]
-    assert helpers.plot_phases({"resident": profiled}).axes[0].get_xlabel() == "milliseconds per training step"
+    assert helpers_speed.plot_phases({"resident": profiled}).axes[0].get_xlabel() == "milliseconds per training step"
 
 
 def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch):
@@ -188,9 +184,11 @@ def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch)
         seen.setdefault(id(model), []).append(torch.cat([labels for _, labels in loader]))
         return real(model, loader, *rest)
 
-    monkeypatch.setattr(helpers, "train_epoch", record)
+    monkeypatch.setattr(helpers_speed, "train_epoch", record)
     configs = ["float32", "bfloat16"]
-    helpers.benchmark_speed(data_root, ["cpu"], models=["small"], configs=configs, epochs=2, limit=512, verbose=False)
+    helpers_speed.benchmark_speed(
+        data_root, ["cpu"], models=["small"], configs=configs, epochs=2, limit=512, verbose=False
+    )
     first, second = seen.values()
     assert all(torch.equal(a, b) for a, b in zip(first, second)), "the same order for every configuration"
     assert not torch.equal(first[0], first[1]), "reshuffled every epoch"

@@ -1,0 +1,204 @@
+"""The command line of the series: the lesson's run, benchmarks and a speedrun, as in PyTorch's MNIST example.
+
+    python helpers.py train                  # the lesson: fit(5, 0.5), fit(5, 0.1), test accuracy
+    torchrun --standalone --nproc_per_node=2 helpers.py train   # the same, data parallel
+    python helpers.py --dry-run train        # a quick check
+    python helpers.py --help
+
+`python helpers.py ...` hands over to `cli()` here, so the commands a learner knows keep working.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from functools import partial
+from pathlib import Path
+
+from helpers import LESSON, TrainingDiverged, check_hparams
+from helpers_data import MnistUnavailable, check_writable
+from helpers_ddp import benchmark_ddp, train_distributed
+from helpers_speed import (
+    AMP_DTYPES,
+    COMPILE_MODES,
+    SPEED_MODELS,
+    bench_report,
+    benchmark_pipelines,
+    benchmark_speed,
+    compile_model,
+    mixed_precision,
+    read_bench,
+    speedrun,
+    write_bench,
+    write_bench_report,
+)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; raises what it finds wrong (`cli` prints it as one line)."""
+    parser = argparse.ArgumentParser(prog="helpers.py", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", default="data", help="data root; MNIST goes to DATA/MNIST/raw (default: data)")
+    parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
+    parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
+    parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    parser.add_argument("--debug", action="store_true", help="show an error's full traceback (or HELPERS_DEBUG=1)")
+    parser.add_argument(
+        "--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA, gloo for the CPU)"
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    phases = ", ".join(f"fit({n}, {lr})" for n, lr in zip(LESSON.epochs, LESSON.lrs))
+    train = commands.add_parser("train", help=f"the lesson's run: {phases}; data parallel under torchrun")
+    train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
+    train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
+    train.add_argument(
+        "--resident", "--fast", action="store_true", help="feed the model from device-resident tensors (09)"
+    )
+    train.add_argument("--save", default=None, help="save the trained state_dict to this file")
+    train.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="mixed precision: autocast to this dtype")
+    train.add_argument(
+        "--compile", nargs="?", const="default", default=False, choices=COMPILE_MODES, help="torch.compile the model"
+    )
+    bench = commands.add_parser("bench", help="seconds per epoch of each input pipeline on each device")
+    bench.add_argument("--epochs", type=int, default=3, help="epochs per pipeline; the median is reported")
+    bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
+    bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
+    bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
+    bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
+    bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp and speed")
+    bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
+    report = commands.add_parser("bench-report", help="the README's figures from runs/bench/bench.json")
+    report.add_argument("--file", default="runs/bench/bench.json")
+    report.add_argument("--readme", default=None, help="replace the measured block of this README")
+    run = commands.add_parser("speedrun", help="a fixed schedule as fast as possible, then test accuracy once")
+    run.add_argument("--batch-size", type=int, default=LESSON.batch_size)
+    run.add_argument("--lr", type=float, default=0.2)
+    run.add_argument("--momentum", type=float, default=0.9)
+    run.add_argument("--epochs", type=int, default=6)
+    run.add_argument("--target", type=float, default=0.97, help="exit 1 if the test accuracy ends below this")
+    args = parser.parse_args(argv)
+    _check_args(args)  # as given, before --dry-run replaces any of them and before any work
+    limit = 1024 if args.dry_run else None
+    if args.command == "train":
+        train_distributed(
+            root=args.data,
+            device=args.device,
+            backend=args.backend,
+            epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
+            lrs=args.lr,
+            resident=args.resident,
+            limit=limit,
+            save=args.save,
+            seed=args.seed,
+            step=mixed_precision(args.amp),
+            prepare=partial(compile_model, mode=args.compile) if args.compile else None,
+        )
+    elif args.command == "bench" and args.ddp:
+        benchmark_ddp(
+            root=args.data,
+            nprocs=args.nprocs,
+            epochs=1 if args.dry_run else args.epochs,
+            limit=limit or args.limit,
+            device=args.device,
+            out_dir=args.out,
+            seed=args.seed,
+        )
+    elif args.command == "bench":
+        devices = args.devices or ([args.device] if args.device else None)
+        epochs = 1 if args.dry_run else args.epochs
+        rows = benchmark_pipelines(args.data, devices, epochs, limit=limit, out_dir=args.out, seed=args.seed)
+        speed = []
+        if not args.no_speed:
+            speed = benchmark_speed(
+                args.data,
+                sorted({r["device"] for r in rows}, key=[r["device"] for r in rows].index),
+                models=["small"] if args.dry_run else tuple(SPEED_MODELS),
+                configs=["float32", "bfloat16"] if args.dry_run else None,  # a dry run compiles nothing
+                epochs=2 if args.dry_run else max(args.epochs, 2),
+                limit=limit or args.limit,
+                seed=args.seed,
+            )
+        write_bench(Path(args.out) / "bench.json", pipelines=rows, speed=speed)
+        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
+    elif args.command == "bench-report":
+        read_bench(args.file)
+        if args.readme:
+            write_bench_report(args.readme, args.file)
+            print(f"updated the measured block of {args.readme} from {args.file}")
+        else:
+            print(bench_report(args.file))
+    else:
+        result = speedrun(
+            root=args.data,
+            device=args.device,
+            batch_size=args.batch_size,
+            lr=args.lr,
+            momentum=args.momentum,
+            epochs=1 if args.dry_run else args.epochs,
+            target=args.target,
+            seed=args.seed,
+        )
+        return 0 if result["reached"] or args.dry_run else 1
+    return 0
+
+
+def _at_least(option: str, value: float, low: float) -> None:
+    if value < low:
+        raise ValueError(f"{option} must be at least {low}, got {value}")
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    """Refuse a bad option or an output path that cannot be written, naming it, before any work."""
+    if not 0 <= args.seed < 2**63:
+        raise ValueError(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}; the default is 42")
+    if args.command == "train":
+        for n, lr in zip(args.epochs, args.lr):
+            check_hparams(n, lr)
+        if args.save:
+            check_writable(args.save)
+    elif args.command == "bench":
+        _at_least("--epochs", args.epochs, 1)
+        _at_least("--limit", args.limit, 1)
+        if args.ddp:
+            _at_least("--nprocs", args.nprocs, 2)
+        check_writable(args.out, folder=True)
+    elif args.command == "bench-report" and args.readme:
+        if not Path(args.readme).is_file():
+            raise FileNotFoundError(f"--readme {args.readme} is not a file: give the README whose figures to replace")
+        check_writable(args.readme)
+    elif args.command == "speedrun":
+        _at_least("--epochs", args.epochs, 1)
+        check_hparams(args.epochs, args.lr)
+        _at_least("--batch-size", args.batch_size, 1)
+        _at_least("--momentum", args.momentum, 0)
+        if not 0 <= args.target <= 1:
+            raise ValueError(f"--target is a test accuracy from 0 to 1, such as 0.97; got {args.target}")
+
+
+EXPECTED_ERRORS = (ValueError, TypeError, OSError, MnistUnavailable, TrainingDiverged)
+
+
+def cli(argv: Sequence[str] | None = None) -> int:
+    """`main` for a shell: an expected error is one line `error: ...` and exit 2 (argparse's code).
+
+    --debug or HELPERS_DEBUG=1 shows the traceback instead. Under torchrun, `record` first writes the error
+    to the file whose message torchrun's summary shows.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    argv = sys.argv[1:] if argv is None else list(argv)
+    try:  # under torchrun only: record's fault handler would replace a test runner's
+        return (record(main) if "TORCHELASTIC_ERROR_FILE" in os.environ else main)(argv)
+    except KeyboardInterrupt as err:  # TrainingInterrupted too: fit has said where it stopped
+        print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
+        return 130
+    except EXPECTED_ERRORS as err:
+        if "--debug" in argv or os.environ.get("HELPERS_DEBUG") == "1":
+            raise
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(cli())

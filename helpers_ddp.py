@@ -1,0 +1,508 @@
+"""Many GPUs, for notebook 10: data-parallel training with DistributedDataParallel, under torchrun or spawn.
+
+It composes around the lesson's functions: `data_parallel(model)` makes the model's training step run
+through DDP and its epoch averages sum over the processes; the sharded loaders give each process its
+share of the batches one process would form. With one process every function here is the plain run,
+so the single-process run is the world-size-1 case of the same code.
+
+    torchrun --standalone --nproc_per_node=2 helpers.py train
+"""
+
+from __future__ import annotations
+
+import builtins
+import copy
+import datetime
+import json
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import torch.nn as nn
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
+
+import helpers
+import helpers_data
+from helpers import (
+    LESSON,
+    DeviceDataLoader,
+    DeviceResidentLoader,
+    MnistModel,
+    classifier_training_step,
+    get_default_device,
+    load_mnist,
+    loader_settings,
+    sample_means,
+    seed_everything,
+    split_dataset,
+    to_device,
+    train_epoch,
+    train_lesson,
+)
+from helpers_speed import epoch_times, markdown_table
+
+# ==================================================================================================
+# The process group: who am I, how many are we
+# ==================================================================================================
+
+
+def rank_and_world() -> tuple[int, int]:
+    """(this process's rank, the number of processes) in the process group; (0, 1) outside one."""
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size()
+    return 0, 1
+
+
+def is_main_process() -> bool:
+    """True in rank 0, the process that prints and saves (and in a plain single-process run)."""
+    return rank_and_world()[0] == 0
+
+
+def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
+    """Sum `tensor` in place over every process of the group (every one must call it); return it."""
+    if rank_and_world()[1] > 1:
+        dist.all_reduce(tensor)
+    return tensor
+
+
+def barrier() -> None:
+    """Wait until every process of the group gets here; nothing to wait for in one process."""
+    if rank_and_world()[1] > 1:
+        dist.barrier()
+
+
+def _quiet_unless_main() -> None:
+    """In ranks other than 0: no printing (`print(..., force=True)` still prints) and no progress bars.
+
+    N processes run the same code; without this every line and bar would show N times. torchvision's
+    reference scripts silence `print` the same way.
+    """
+    if is_main_process():
+        return
+    original = builtins.print
+
+    def print_in_rank_0(*args: Any, force: bool = False, **kwargs: Any) -> None:
+        if force:
+            original(*args, **kwargs)
+
+    builtins.print = print_in_rank_0
+    os.environ["HELPERS_PROGRESS"] = "0"
+
+
+# ==================================================================================================
+# Each process's share of every batch
+# ==================================================================================================
+
+
+def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -> tuple[int, int]:
+    """(rank, world_size), by default this process's; each process's share of a batch must be equal."""
+    default_rank, default_world = rank_and_world()
+    rank = default_rank if rank is None else rank
+    world_size = default_world if world_size is None else world_size
+    if not 0 <= rank < world_size:
+        raise ValueError(f"rank must be between 0 and world_size - 1 = {world_size - 1}, got {rank}")
+    if batch_size % world_size:
+        divisors = ", ".join(str(n) for n in range(1, batch_size + 1) if batch_size % n == 0 and n <= 16)
+        raise ValueError(
+            f"a batch of {batch_size} does not split evenly over {world_size} processes: run a number of "
+            f"processes that divides it ({divisors}, ...), or change the batch size"
+        )
+    return rank, world_size
+
+
+class ShardedSampler(Sampler[int]):
+    """This process's share of every batch: the batches of one process, each split by rank.
+
+    Of each batch of `batch_size` that `sampler` forms, process `rank` takes `batch[rank::world_size]`;
+    a DataLoader with `batch_size=shard_size` yields those shares. Together the processes see exactly
+    one process's batches, in the same order. Unlike `DistributedSampler` it never pads: each image
+    counts once. For training (the default) every process must take the same number of steps; with
+    `uneven=True` (evaluation) a process with no share of a small last batch has one batch fewer.
+    """
+
+    def __init__(
+        self,
+        sampler: Iterable[int],
+        batch_size: int,
+        rank: int | None = None,
+        world_size: int | None = None,
+        uneven: bool = False,
+    ):
+        self.rank, self.world_size = _place_in_group(batch_size, rank, world_size)
+        if not uneven:
+            _check_same_steps(len(sampler), batch_size, self.world_size)
+        self.sampler, self.batch_size = sampler, batch_size
+        self.shard_size = batch_size // self.world_size
+
+    def __iter__(self) -> Iterator[int]:
+        for batch in BatchSampler(self.sampler, self.batch_size, drop_last=False):
+            yield from batch[self.rank :: self.world_size]
+
+    def __len__(self) -> int:
+        full, last = divmod(len(self.sampler), self.batch_size)
+        return full * self.shard_size + len(range(self.rank, last, self.world_size))
+
+
+def _check_same_steps(n: int, batch_size: int, world_size: int, drop_last: bool = False) -> None:
+    """Raise in every process alike if the processes would take different numbers of steps (DDP would hang)."""
+    last = n % batch_size
+    if not drop_last and 0 < last < world_size:
+        full = n // batch_size
+        raise ValueError(
+            f"the processes would take {full} to {full + 1} steps: the last batch is smaller than the number of "
+            "processes, so some get no share of it. Choose a batch size that leaves a larger last batch, or drop "
+            "it (drop_last=True)"
+        )
+
+
+def _batches_with_a_share(n: int, batch_size: int, rank: int, drop_last: bool = False) -> int:
+    """How many of the batches of `n` items hold an item for process `rank`."""
+    full, last = divmod(n, batch_size)
+    return full + (not drop_last and rank < last)
+
+
+class ShardedResidentLoader(DeviceResidentLoader):
+    """`DeviceResidentLoader` giving process `rank` its share, `batch[rank::world_size]`, of every batch.
+
+    For training (the default) every process must take the same number of steps; `uneven=True` lets a
+    process with no share of a small last batch have one batch fewer (evaluation).
+    """
+
+    def __init__(
+        self, *args: Any, rank: int | None = None, world_size: int | None = None, uneven: bool = False, **kwargs: Any
+    ):
+        super().__init__(*args, **kwargs)
+        self.rank, self.world_size = _place_in_group(self.batch_size, rank, world_size)
+        if not uneven:
+            _check_same_steps(len(self.labels), self.batch_size, self.world_size, self.drop_last)
+
+    def __len__(self) -> int:
+        return _batches_with_a_share(len(self.labels), self.batch_size, self.rank, self.drop_last)
+
+    def batch_indices(self, order: torch.Tensor, i: int) -> torch.Tensor:
+        return super().batch_indices(order, i)[self.rank :: self.world_size]
+
+
+def sharded_loaders(
+    train_set: Dataset, val_set: Dataset, test_set: Dataset, device: torch.device, seed: int, resident: bool = False
+) -> tuple[Iterable, Iterable, Iterable]:
+    """`helpers.lesson_loaders`, each process taking its share of every batch (for `train_lesson(loaders=...)`)."""
+    sizes = (LESSON.batch_size, LESSON.val_batch_size, LESSON.val_batch_size)
+    if resident:
+        keep = partial(ShardedResidentLoader.from_dataset, device=device)
+        train = keep(train_set, sizes[0], shuffle=True, seed=seed)
+        return train, keep(val_set, sizes[1], uneven=True), keep(test_set, sizes[2], uneven=True)
+    cores = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # this machine's processes share them
+    settings = loader_settings(device, cores)
+    settings["persistent_workers"] &= settings["num_workers"] > 0
+    generator = torch.Generator().manual_seed(seed)
+    samplers = [
+        ShardedSampler(torch.utils.data.RandomSampler(train_set, generator=generator), sizes[0]),
+        ShardedSampler(range(len(val_set)), sizes[1], uneven=True),
+        ShardedSampler(range(len(test_set)), sizes[2], uneven=True),
+    ]
+    loaders = [
+        DataLoader(data, sampler.shard_size, sampler=sampler, generator=generator, **settings)
+        for data, sampler in zip((train_set, val_set, test_set), samplers)
+    ]
+    return tuple(DeviceDataLoader(dl, device) for dl in loaders)
+
+
+# ==================================================================================================
+# The model, trained by every process: DDP around its training step
+# ==================================================================================================
+
+
+class _TrainingStep(nn.Module):
+    """DDP averages the gradients of what its forward computes: here, the model's training step."""
+
+    def __init__(self, model: nn.Module, training_step: Callable):
+        super().__init__()
+        self.model, self.training_step = model, training_step
+
+    def forward(self, batch: Any) -> torch.Tensor:
+        return self.training_step(batch)
+
+
+def _mean_over_the_batch(share, bucket):  # no annotations: DDP compares them with its own types
+    """DDP's gradient all-reduce, each process's gradients weighed by its share of the batch.
+
+    Each process's gradient is the mean over its share; weighing it by (its images / the batch's)
+    before summing gives the mean over the whole batch, as in one process, also when the last batch
+    does not split evenly (53 + 52). DDP's own hook weighs every process 1 / world_size.
+    """
+    gradients = bucket.buffer().mul_(share["weight"])
+    return dist.all_reduce(gradients, async_op=True).get_future().then(lambda done: done.value()[0])
+
+
+def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """`model`, trained by every process of the group; the model unchanged in one process.
+
+    Its `training_step` runs through DistributedDataParallel, which averages the gradients over the
+    processes, and its epoch averages (training and validation) sum over the processes before they
+    divide. It stays the same plain module: its weights, `state_dict` and checkpoints are one process's.
+    """
+    if rank_and_world()[1] == 1:
+        return model
+    device = torch.device(device)
+    own_step = getattr(model, "training_step", partial(classifier_training_step, model))
+    device_ids = [device] if device.type == "cuda" else None
+    ddp = DistributedDataParallel(_TrainingStep(model, own_step), device_ids=device_ids)
+    share = {"weight": torch.ones((), device=device)}
+    ddp.register_comm_hook(share, _mean_over_the_batch)
+
+    def training_step(batch: Any) -> torch.Tensor:
+        images = torch.full((), float(len(batch[1])), device=device)
+        share["weight"] = images / all_reduce_sum(images.clone())  # one all-reduce of a number per step
+        return ddp(batch)
+
+    model.training_step = training_step
+    model.training_epoch_end = model.validation_epoch_end = partial(sample_means, total=all_reduce_sum)
+    return model
+
+
+# ==================================================================================================
+# Launching: torchrun, or torch.multiprocessing.spawn from a notebook
+# ==================================================================================================
+
+
+def default_backend(device: str | torch.device) -> str:
+    """The communication backend PyTorch uses for a device type: nccl for CUDA, gloo for the CPU."""
+    device = torch.device(device)
+    if hasattr(dist, "get_default_backend_for_device"):  # PyTorch 2.6 and newer
+        return dist.get_default_backend_for_device(device)
+    return dist.Backend.default_device_backend_map.get(device.type, "gloo")
+
+
+_BACKEND_DEVICES = {"gloo": ("cpu", "cuda"), "nccl": ("cuda",), "xccl": ("xpu",), "mpi": ("cpu", "cuda")}
+
+
+def init_distributed(
+    device: str | torch.device | None = None, backend: str | None = None, timeout_s: float = 60.0
+) -> torch.device:
+    """Join the process group that torchrun (or `ddp_worker`) describes; return this process's device.
+
+    torchrun sets RANK, WORLD_SIZE, LOCAL_RANK and where to meet (MASTER_ADDR, MASTER_PORT). With no
+    WORLD_SIZE, or WORLD_SIZE=1, there is no group to join: a plain single-process run. Process
+    LOCAL_RANK takes accelerator LOCAL_RANK (cuda:0, cuda:1, ...), or the CPU. A collective that
+    waits more than `timeout_s` for a process (one that crashed) ends in an error, not a hang.
+    """
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    device = get_default_device(device)
+    if world == 1:
+        return device
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
+    if device.type == "cpu":
+        if "OMP_NUM_THREADS" not in os.environ:  # share the cores instead of each process taking them all
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
+    else:
+        count = helpers._accelerator_count()
+        if local_world > count:
+            raise ValueError(
+                f"{local_world} processes on this machine but only {count} {device.type} device(s): launch "
+                f"with --nproc_per_node={count}, or pass --device cpu to train on the CPU with gloo"
+            )
+        device = torch.device(device.type, local_rank)
+        if device.type == "cuda":
+            torch.cuda.set_device(device)
+    backend = backend or default_backend(device)
+    if backend not in _BACKEND_DEVICES:
+        raise ValueError(
+            f"unknown backend {backend!r}: use {default_backend(device)!r} for {device.type} "
+            f"(backends: {', '.join(_BACKEND_DEVICES)}), or leave the backend out to get it"
+        )
+    if device.type not in _BACKEND_DEVICES[backend]:
+        raise ValueError(
+            f"the {backend} backend cannot run on {device.type}: use {default_backend(device)!r} there, "
+            "or leave the backend out to get it"
+        )
+    if not dist.is_initialized():
+        dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
+    _quiet_unless_main()
+    return device
+
+
+def close_distributed() -> None:
+    """Leave the process group, if there is one (every process, at the end)."""
+    if dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
+
+
+def train_distributed(
+    device: str | None = None,
+    backend: str | None = None,
+    save: str | Path | None = None,
+    prepare: Callable[[nn.Module], nn.Module] | None = None,
+    **train_kwargs: Any,
+) -> dict:
+    """`helpers.train_lesson` in this process of the group torchrun (or `ddp_worker`) set up; alone, the plain run.
+
+    Every process trains on its share of every batch; rank 0 alone fetches the data first, and saves.
+    """
+    device = init_distributed(device, backend)
+    rank, world = rank_and_world()
+    try:
+        _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
+        if world > 1:
+            print(f"{world} processes, each with its share of every batch")
+            if rank == 0:
+                helpers_data.ensure_mnist(train_kwargs.get("root", "data"))
+            barrier()  # the others read the data once rank 0 has verified it
+
+        def parallel(model: nn.Module) -> nn.Module:
+            return data_parallel(prepare(model) if prepare else model, device)
+
+        save = save if rank == 0 else None
+        result = train_lesson(device=device, save=save, prepare=parallel, loaders=sharded_loaders, **train_kwargs)
+        barrier()  # the saved file is complete before any process returns
+        return result
+    finally:
+        close_distributed()
+
+
+def free_port() -> int:
+    """A TCP port free on this machine now, for the processes to meet on (MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _join_as_spawned(rank: int, world_size: int, port: int) -> None:
+    """Set the variables torchrun would set, for a process started by torch.multiprocessing.spawn."""
+    os.environ.update(
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(world_size),
+        LOCAL_WORLD_SIZE=str(world_size),
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+    )
+
+
+def ddp_worker(rank: int, world_size: int, port: int, train_kwargs: dict) -> None:
+    """One process of `torch.multiprocessing.spawn(ddp_worker, args=(world_size, port, kwargs), nprocs=...)`.
+
+    spawn calls it with the process's rank first; it joins the group on 127.0.0.1:`port` and runs
+    `train_distributed(**train_kwargs)`. It lives in a module because spawned processes import the
+    function they run: one defined in a notebook cannot be found there.
+    """
+    _join_as_spawned(rank, world_size, port)
+    train_distributed(**train_kwargs)
+
+
+# ==================================================================================================
+# One process against N, side by side (make bench ARGS=--ddp)
+# ==================================================================================================
+
+
+def benchmark_ddp(
+    root: str | Path = "data",
+    nprocs: int = 2,
+    hidden_sizes: Sequence[int] = (32, 4096),
+    epochs: int = 3,
+    limit: int | None = 10_000,
+    device: str | None = None,
+    out_dir: str | Path | None = "runs/bench",
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> list[dict]:
+    """Seconds per epoch of one process against `nprocs` data-parallel ones, and communication's share.
+
+    In one group of `nprocs` processes, for each hidden size, three configurations take turns, one
+    epoch each, so that a busy machine slows all alike: one process alone on whole batches of 128
+    (the others wait, and it gets their CPU threads); every process with DDP on its share; and every
+    process on its share without DDP, which is DDP's computation without its communication.
+    Communication's share of a step is 1 - (without DDP) / (with DDP). Data stays on the device
+    (`DeviceResidentLoader`), so that loading is not what is measured.
+    """
+    if nprocs < 2:
+        raise ValueError(f"nprocs must be at least 2 to compare with one process, got {nprocs}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
+    helpers_data.ensure_mnist(root)  # once, before the processes start
+    settings = {"root": str(root), "hidden_sizes": list(hidden_sizes), "epochs": epochs, "limit": limit}
+    settings |= {"device": device, "seed": seed}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "rows.json"
+        torch.multiprocessing.spawn(_ddp_bench_worker, args=(nprocs, free_port(), settings, str(out)), nprocs=nprocs)
+        rows = json.loads(out.read_text())
+    if verbose:
+        print(format_ddp(rows))
+    if out_dir is not None:
+        out = Path(out_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "ddp.json").write_text(json.dumps(rows, indent=2) + "\n")
+        if verbose:
+            print(f"wrote {out / 'ddp.json'}")
+    return rows
+
+
+def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out: str) -> None:
+    """One process of `benchmark_ddp`; rank 0 writes the rows to `out`."""
+    _join_as_spawned(rank, world_size, port)
+    device = init_distributed(settings["device"])
+    try:
+        train_set, _ = split_dataset(load_mnist(settings["root"]), seed=settings["seed"], limit=settings["limit"])
+        resident = partial(ShardedResidentLoader.from_dataset, train_set, shuffle=True, device=device)
+        whole, share = resident(seed=settings["seed"], rank=0, world_size=1), resident(seed=settings["seed"])
+        shared_threads, all_threads = torch.get_num_threads(), os.cpu_count() or 1
+        runs = []
+        for hidden in settings["hidden_sizes"]:
+            seed_everything(settings["seed"])
+            net = to_device(MnistModel(784, hidden, 10), device)
+            for config, model, data in (
+                ("1 process", copy.deepcopy(net), whole),
+                ("DDP", data_parallel(copy.deepcopy(net), device), share),
+                ("no communication", copy.deepcopy(net), share),
+            ):
+                optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
+                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer), "epoch_s": []})
+        for _ in range(settings["epochs"]):
+            for run in runs:
+                alone = run["config"] == "1 process"
+                barrier()
+                if alone and rank > 0:
+                    continue  # wait at the next barrier while rank 0 trains alone
+                torch.set_num_threads(all_threads if alone and device.type == "cpu" else shared_threads)
+                t0 = time.perf_counter()
+                train_epoch(*run["run"])  # ends by reading its means, so the device has finished
+                run["epoch_s"].append(time.perf_counter() - t0)
+        torch.set_num_threads(shared_threads)
+        barrier()
+        if rank == 0:
+            rows = []
+            for hidden in settings["hidden_sizes"]:
+                s = {r["config"]: epoch_times(r["epoch_s"]) for r in runs if r["hidden"] == hidden}
+                one, ddp, alone = (s[c]["epoch_s"] for c in ("1 process", "DDP", "no communication"))
+                rows.append(
+                    {"hidden_size": hidden, "parameters": 784 * hidden + hidden + hidden * 10 + 10}
+                    | {"device": device.type, "processes": world_size, "images": len(train_set)}
+                    | {f"one_{k[6:]}" if k != "epoch_s" else "one_s": v for k, v in s["1 process"].items()}
+                    | {f"ddp_{k[6:]}" if k != "epoch_s" else "ddp_s": v for k, v in s["DDP"].items()}
+                    | {"compute_s": alone, "speedup": one / ddp, "communication_share": max(0.0, 1 - alone / ddp)}
+                )
+            Path(out).write_text(json.dumps(rows))
+    finally:
+        close_distributed()
+
+
+DDP_COLUMNS = {
+    "model": lambda r: f"784-{r['hidden_size']}-10",
+    "parameters": lambda r: f"{r['parameters']:,}",
+    "1 process s/epoch": lambda r: f"{r['one_s']:.3f} ({r['one_s_min']:.3f}-{r['one_s_max']:.3f})",
+    "N processes s/epoch": lambda r: (
+        f"{r['processes']} on {r['device']}: {r['ddp_s']:.3f} ({r['ddp_s_min']:.3f}-{r['ddp_s_max']:.3f})"
+    ),
+    "speed-up": lambda r: f"{r['speedup']:.2f}x",
+    "communication share": lambda r: f"{r['communication_share']:.0%}",
+}
+format_ddp = partial(markdown_table, columns=DDP_COLUMNS)

@@ -1,0 +1,664 @@
+"""Speed, for notebooks 09 and 11: input pipelines and speed features measured side by side, mixed
+precision, TF32, torch.compile, a speedrun, the profiler, and the benchmark file with the README's block.
+
+Everything here composes around the lesson's functions in `helpers`: `fit(..., step=mixed_precision(...))`
+trains under autocast with a GradScaler, and `compile_model(model)` compiles its forward pass in place.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import gc
+import json
+import logging
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import torch
+import torch.nn as nn
+from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
+
+from helpers import (
+    LESSON,
+    DeviceDataLoader,
+    DeviceResidentLoader,
+    MnistModel,
+    as_device,
+    available_devices,
+    check_hparams,
+    classifier_training_step,
+    describe_device,
+    evaluate,
+    fit,
+    get_default_device,
+    lesson_step,
+    load_mnist,
+    loader_settings,
+    model_device,
+    seed_everything,
+    split_dataset,
+    synchronize,
+    to_device,
+    train_epoch,
+)
+
+# ==================================================================================================
+# Tables and timings: one way to write a table, one way to summarise epochs that took turns
+# ==================================================================================================
+
+
+def markdown_table(rows: Sequence[dict], columns: dict[str, Callable[[dict], str]]) -> str:
+    """`rows` as a Markdown table: one column per header, its cell written by the function beside it."""
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(cell(row) for cell in columns.values()) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def epoch_times(seconds: Sequence[float]) -> dict[str, float]:
+    """The median of epochs that took turns with other configurations, and their spread."""
+    return {"epoch_s": statistics.median(seconds), "epoch_s_min": min(seconds), "epoch_s_max": max(seconds)}
+
+
+def _spread(row: dict) -> str:
+    return f"{row['epoch_s_min']:.3f}-{row['epoch_s_max']:.3f}"
+
+
+PIPELINE_COLUMNS = {
+    "pipeline": lambda r: r["pipeline"],
+    "device": lambda r: r["device"],
+    "threads": lambda r: str(r["threads"] or "-"),
+    "s/epoch (median)": lambda r: f"{r['epoch_s']:.3f}",
+    "fastest-slowest": _spread,
+    "samples/s": lambda r: f"{r['samples_per_s']:,.0f}",
+    "val_acc": lambda r: f"{r['val_acc']:.4f}",
+    "speed-up": lambda r: f"{r['speedup_vs_lesson']:.1f}x" if r["speedup_vs_lesson"] else "-",
+}
+SPEED_COLUMNS = {
+    "model": lambda r: r["model"],
+    "batch": lambda r: str(r["batch_size"]),
+    "device": lambda r: r["device"],
+    "configuration": lambda r: r["config"],
+    "s/epoch (median)": lambda r: f"{r['epoch_s']:.3f}",
+    "fastest-slowest": _spread,
+    "first epoch s": lambda r: f"{r['first_s']:.2f}",
+    "speed-up": lambda r: f"{r['speedup']:.2f}x",
+    "val_acc": lambda r: f"{r['val_acc']:.4f}",
+}
+OPERATION_COLUMNS = {
+    "operation": lambda r: f"`{r['operation']}`",
+    "calls": lambda r: str(r["calls"]),
+    "self ms": lambda r: f"{r['self_ms']:.1f}",
+    "share": lambda r: f"{r['share']:.0%}",
+}
+format_pipelines = partial(markdown_table, columns=PIPELINE_COLUMNS)
+format_speed = partial(markdown_table, columns=SPEED_COLUMNS)
+format_operations = partial(markdown_table, columns=OPERATION_COLUMNS)
+
+
+def _pyplot():
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+# ==================================================================================================
+# Input pipelines: the lesson's against tuned and device-resident ones (notebook 09)
+# ==================================================================================================
+
+PIPELINES = ("lesson", "tuned", "resident")
+
+
+def _bench_loaders(pipeline: str, train_set: Dataset, val_set: Dataset, device: torch.device, seed: int):
+    """Training and validation loaders for one benchmark pipeline, yielding batches on `device`."""
+    cuda = device.type == "cuda"
+    if pipeline == "lesson":  # as taught: PIL to tensor per sample, 2 workers restarted every epoch
+        kw = {"num_workers": 2, "pin_memory": cuda}
+        train = DataLoader(train_set, 128, shuffle=True, generator=torch.Generator().manual_seed(seed), **kw)
+        val = DataLoader(val_set, 256, shuffle=True, **kw)
+        return DeviceDataLoader(train, device), DeviceDataLoader(val, device)
+    if pipeline == "tuned":  # tensors made once; whole batches indexed at a time; persistent workers
+        loaders = []
+        for ds, bs, shuffle in ((train_set, 128, True), (val_set, 256, False)):
+            tensors = DeviceResidentLoader.from_dataset(ds, bs, device="cpu")
+            tds = TensorDataset(tensors.images.float().div_(255), tensors.labels)
+            base = RandomSampler(tds, generator=torch.Generator().manual_seed(seed)) if shuffle else range(len(tds))
+            sampler = BatchSampler(base, bs, drop_last=False)
+            dl = DataLoader(tds, sampler=sampler, batch_size=None, **loader_settings(device))
+            loaders.append(DeviceDataLoader(dl, device))
+        return tuple(loaders)
+    if pipeline == "resident":
+        train = DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=device, seed=seed)
+        return train, DeviceResidentLoader.from_dataset(val_set, 256, device=device)
+    raise ValueError(f"unknown pipeline {pipeline!r}; choose from {', '.join(PIPELINES)}")
+
+
+def benchmark_pipelines(
+    root: str | Path = "data",
+    devices: Sequence[str] | None = None,
+    epochs: int = 3,
+    pipelines: Sequence[str] = PIPELINES,
+    limit: int | None = None,
+    out_dir: str | Path | None = None,
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> list[dict]:
+    """Train the lesson's model with each input pipeline on each device, side by side in one run.
+
+    The configurations take turns, one epoch each (A B C A B C ...), so that a busy machine slows
+    them all alike. Returns (and draws as `out_dir/bench.png`, if given) one row per pipeline and
+    device: the median seconds per epoch with its spread (fastest and slowest epoch),
+    training samples per second, validation accuracy after the same schedule (the lesson's first
+    learning rate), and the speed-up over the lesson's pipeline on the same device. On the CPU the
+    device-resident pipeline also runs with one thread, to show what the thread count buys.
+    `limit` trains on the first `limit` training images, for a quick look.
+    """
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
+    unknown = [p for p in pipelines if p not in PIPELINES]
+    if unknown:
+        raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(PIPELINES)}")
+    devices = [str(as_device(d)) for d in (devices or available_devices())]
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
+    default_threads = torch.get_num_threads()
+    runs = []
+    for device_name in devices:
+        device = torch.device(device_name)
+        configs = [(p, default_threads if device.type == "cpu" else None) for p in pipelines]
+        if device.type == "cpu" and "resident" in pipelines and default_threads > 1:
+            configs.append(("resident", 1))
+        for pipeline, threads in configs:
+            train_loader, val_loader = _bench_loaders(pipeline, train_set, val_set, device, seed)
+            seed_everything(seed)
+            model = to_device(MnistModel(), device)
+            runs.append(
+                {
+                    "pipeline": pipeline,
+                    "device": device_name,
+                    "threads": threads,
+                    "history": [],
+                    "loaders": (train_loader, val_loader),
+                    "model": model,
+                }
+            )
+    for _ in range(epochs):
+        for run in runs:
+            torch.set_num_threads(run["threads"] or default_threads)
+            try:
+                run["history"] += fit(1, LESSON.lrs[0], run["model"], *run["loaders"], progress=False, verbose=False)
+            finally:
+                torch.set_num_threads(default_threads)
+    rows = []
+    for run in runs:
+        times = epoch_times([h["epoch_s"] for h in run["history"]])
+        train_s = statistics.median(h["train_s"] for h in run["history"])
+        rows.append(
+            {"pipeline": run["pipeline"], "device": run["device"], "threads": run["threads"]}
+            | times
+            | {"samples_per_s": len(train_set) / train_s, "val_acc": run["history"][-1]["val_acc"]}
+        )
+    del runs  # stop worker processes
+    lessons = {r["device"]: r for r in rows if r["pipeline"] == "lesson"}
+    for row in rows:
+        lesson = lessons.get(row["device"])
+        row["speedup_vs_lesson"] = lesson["epoch_s"] / row["epoch_s"] if lesson else None
+    if verbose:
+        print(format_pipelines(rows))
+    if out_dir is not None:
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
+        plot_pipelines(rows).savefig(Path(out_dir) / "bench.png", dpi=100, bbox_inches="tight")
+    return rows
+
+
+def plot_pipelines(rows: Sequence[dict]):
+    """Seconds per epoch for each pipeline and device, as horizontal bars; return the Figure."""
+    plt = _pyplot()
+    labels = [f"{r['pipeline']} on {r['device']}" + (f", {r['threads']} thr" if r["threads"] else "") for r in rows]
+    fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1))
+    ax.barh(labels, [r["epoch_s"] for r in rows], color="tab:blue")
+    for y, r in enumerate(rows):
+        ax.text(r["epoch_s"], y, f" {r['epoch_s']:.2f}s", va="center", fontsize=8)
+    ax.invert_yaxis()
+    ax.set(
+        xscale="log", xlabel="seconds per epoch (log scale, lower is faster)", title="One epoch of the lesson's model"
+    )
+    from matplotlib.ticker import NullFormatter
+
+    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels between the powers of ten
+    return fig
+
+
+def speedrun(
+    root: str | Path = "data",
+    device: str | torch.device | None = None,
+    batch_size: int = LESSON.batch_size,
+    lr: float = 0.2,
+    momentum: float = 0.9,
+    epochs: int = 6,
+    target: float = 0.97,
+    seed: int = LESSON.seed,
+) -> dict:
+    """Train the 784-32-10 model on a fixed schedule, as fast as possible; test it once, at the end.
+
+    The schedule (SGD with Nesterov momentum, learning rate decayed linearly to zero over `epochs`)
+    was chosen by validation accuracy on the lesson's split. Nothing looks at the test set until
+    training is over; `reached` says whether that one test accuracy is at least `target`. Data
+    preparation and validation are timed apart from training.
+    """
+    check_hparams(epochs, lr)
+    if epochs < 1:
+        raise ValueError(f"epochs must be at least 1 for a speedrun (its learning rate decays over them), got {epochs}")
+    device = get_default_device(device)
+    t0 = time.perf_counter()
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed)
+    train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
+    val = DeviceResidentLoader.from_dataset(val_set, 1000, device=device)
+    test = DeviceResidentLoader.from_dataset(load_mnist(root, train=False), 1000, device=device)
+    synchronize(device)
+    data_s = time.perf_counter() - t0
+    seed_everything(seed)
+    model = to_device(MnistModel(), device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=momentum > 0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / (epochs * len(train)))
+    lesson = lesson_step(model, optimizer)
+
+    def step(batch: Any) -> torch.Tensor:  # the lesson's step, then the learning rate's
+        loss = lesson(batch)
+        schedule.step()
+        return loss
+
+    train_s, val_accs = 0.0, []
+    for _ in range(epochs):
+        t0 = time.perf_counter()
+        train_epoch(model, train, optimizer, step)  # ends with a read of its sums: the device has finished
+        train_s += time.perf_counter() - t0
+        val_accs.append(evaluate(model, val)["val_acc"])
+    test_acc = evaluate(model, test)["val_acc"]  # the one and only look at the test set
+    result = {
+        "device": str(device),
+        "batch_size": batch_size,
+        "lr": lr,
+        "momentum": momentum,
+        "epochs": epochs,
+        "val_accs": val_accs,
+        "test_acc": test_acc,
+        "reached": test_acc >= target,
+        "target": target,
+        "train_s": train_s,
+        "data_s": data_s,
+    }
+    print(
+        f"speedrun on {device}: {epochs} epochs in {train_s:.2f} s of training (+{data_s:.2f} s preparing data); "
+        f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
+    )
+    return result
+
+
+# ==================================================================================================
+# The benchmark file and the README's measured block (make bench, make bench-report)
+# ==================================================================================================
+
+
+def write_bench(path: str | Path, **sections: list[dict]) -> None:
+    """Write the benchmark file once: where and when it was measured, then each section's rows."""
+    found = {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    found["devices"] = {name: describe_device(name) for name in available_devices()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(found | sections, indent=2) + "\n")
+
+
+def read_bench(path: str | Path) -> dict:
+    """The benchmark file, or an error that names it and says how to write it."""
+    try:
+        found = json.loads(Path(path).read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{path} does not exist: run `make bench` first (or pass --file)") from None
+    except (UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise ValueError(f"{path} is not a benchmark file ({err}): run `make bench` to write it again") from None
+    if not isinstance(found, dict) or not {"devices", "date", "torch"} <= found.keys():
+        raise ValueError(f"{path} is not a benchmark file (no devices, date or torch): run `make bench` to write it")
+    return found
+
+
+def bench_report(path: str | Path = "runs/bench/bench.json") -> str:
+    """The benchmark file as the README's Markdown: where it was measured, then each table."""
+    found = read_bench(path)
+    devices = "; ".join(found["devices"].values())
+    parts = [f"Measured with `make bench` on {found['date']}, PyTorch {found['torch']}: {devices}."]
+    if found.get("pipelines"):
+        parts += ["**Input pipelines** (the lesson's model, lr 0.5):", format_pipelines(found["pipelines"])]
+    if found.get("speed"):
+        parts += ["**Speed features** (steady-state epochs; the first epoch apart):", format_speed(found["speed"])]
+    return "\n\n".join(parts)
+
+
+README_BENCH = ("<!-- bench:begin -->", "<!-- bench:end -->")
+
+
+def write_bench_report(readme: str | Path, path: str | Path = "runs/bench/bench.json") -> None:
+    """Replace the README's measured block (between README_BENCH's markers) with `bench_report(path)`."""
+    text = Path(readme).read_text()
+    begin, end = README_BENCH
+    if begin not in text or end not in text:
+        raise ValueError(f"{readme} has no block to replace: put {begin} and {end} where the figures go")
+    head, rest = text.split(begin, 1)
+    Path(readme).write_text(f"{head}{begin}\n{bench_report(path)}\n{end}{rest.split(end, 1)[1]}")
+
+
+# ==================================================================================================
+# Speed features: mixed precision, TF32, torch.compile, the profiler, GPU memory (notebooks 09 and 11)
+# ==================================================================================================
+
+AMP_DTYPES = {"bfloat16": torch.bfloat16, "float16": torch.float16}
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+def bf16_native(device: str | torch.device) -> bool:
+    """Whether `device` computes in bfloat16 natively: CPUs do (in PyTorch), GPUs from Ampere on (not a T4)."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return device.type in ("cpu", "xpu")
+    try:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    except TypeError:  # PyTorch before 2.4 has no including_emulation
+        return torch.cuda.get_device_capability(device)[0] >= 8
+
+
+def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) -> torch.dtype | None:
+    """The dtype to autocast to for `amp` (None, torch.bfloat16 or torch.float16, or their names) on `device`."""
+    if amp is None:
+        return None
+    dtype = AMP_DTYPES.get(amp.removeprefix("torch.")) if isinstance(amp, str) else amp
+    if dtype not in AMP_DTYPES.values():
+        raise ValueError(f"amp must be torch.bfloat16, torch.float16 or None (full float32), got {amp!r}")
+    device = torch.device(device)
+    if dtype == torch.float16 and device.type == "cpu":
+        raise ValueError(
+            "float16 autocast needs a GPU: on the CPU it is emulated and slow, and there is no loss scaling. "
+            "Use amp=torch.bfloat16 on the CPU, or train on a GPU"
+        )
+    if dtype == torch.bfloat16 and not bf16_native(device):
+        raise ValueError(
+            f"{device} has no native bfloat16 (a T4, a V100 and older GPUs emulate it, slowly): use "
+            "amp=torch.float16 there, which fit pairs with loss scaling"
+        )
+    return dtype
+
+
+def mixed_precision(amp: torch.dtype | str | None) -> Callable:
+    """A training step for `fit(..., step=...)`: the lesson's, under autocast to `amp`, with loss scaling.
+
+    Decided once, nanoGPT's way: the step has no branch. Without `amp` the autocast context does
+    nothing and the GradScaler is disabled, which passes the loss and the step through unchanged.
+    float16 scales the loss up so that small gradients do not round to zero; bfloat16 needs no scaling.
+    """
+
+    def make_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], torch.Tensor]:
+        device = model_device(model)
+        dtype = autocast_dtype(amp, device)
+        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
+        scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
+        training_step = getattr(model, "training_step", partial(classifier_training_step, model))
+
+        def step(batch: Any) -> torch.Tensor:
+            with autocast:
+                loss = training_step(batch)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad()
+            return loss
+
+        step.dtype = dtype  # what it autocasts to, to read back
+        return step
+
+    make_step.amp = amp  # what it was made for, to read back
+    return make_step
+
+
+def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
+    """Compile `model`'s forward pass in place with `torch.compile(mode=mode)`; return the model.
+
+    The model stays itself: its methods, weights, hooks and checkpoints are unchanged, and
+    `training_step` calls the compiled forward. `mode=False` leaves the model as it is.
+    """
+    if not mode:
+        return model
+    mode = "default" if mode is True else mode
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"compile must be True, False or a mode ({', '.join(COMPILE_MODES)}), got {mode!r}")
+    device = model_device(model)
+    if mode == "reduce-overhead" and device.type != "cuda":
+        raise ValueError(
+            f"compile='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
+            "Use compile=True there"
+        )
+    # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime: not news here.
+    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    model.forward = torch.compile(model.forward, mode=mode)
+    return model
+
+
+@contextlib.contextmanager
+def tf32(enabled: bool = True) -> Iterator[None]:
+    """Within the block: float32 matrix products on CUDA in TF32 (Ampere and newer GPUs) or not; then as before."""
+    matmul = torch.backends.cuda.matmul
+    if hasattr(matmul, "fp32_precision"):  # PyTorch 2.9 and newer
+        before = matmul.fp32_precision
+        matmul.fp32_precision = "tf32" if enabled else "ieee"
+        try:
+            yield
+        finally:
+            matmul.fp32_precision = before
+    else:
+        before = torch.get_float32_matmul_precision()
+        torch.set_float32_matmul_precision("high" if enabled else "highest")
+        try:
+            yield
+        finally:
+            torch.set_float32_matmul_precision(before)
+
+
+def mlp(*sizes: int) -> nn.Sequential:
+    """A feed-forward network with ReLU between layers: mlp(784, 4096, 4096, 10) is 784-4096-4096-10."""
+    layers: list[nn.Module] = [nn.Flatten()]
+    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
+        layers += [nn.Linear(n_in, n_out)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
+    return nn.Sequential(*layers)
+
+
+# The two models of notebook 11: (layer sizes, batch size, learning rate).
+SPEED_MODELS = {"small": ((784, 32, 10), 128, 0.5), "wide": ((784, 4096, 4096, 10), 512, 0.1)}
+
+
+def speed_configs(device: str | torch.device) -> list[str]:
+    """The configurations `benchmark_speed` can run on `device`: float32 first, then each speed feature."""
+    device = torch.device(device)
+    configs = ["float32"]
+    if device.type == "cuda":
+        configs.append("tf32")
+    if bf16_native(device):
+        configs.append("bfloat16")
+    if device.type in ("cuda", "mps"):
+        configs.append("float16")
+    configs.append("compile")
+    if device.type == "cuda":
+        configs.append("compile reduce-overhead")
+    return configs
+
+
+def _same_order(loader: DeviceResidentLoader) -> DeviceResidentLoader:
+    """A twin of `loader` sharing its tensors, with a generator of its own that will shuffle the same way."""
+    twin = copy.copy(loader)
+    twin.generator = torch.Generator(device=loader.generator.device)
+    twin.generator.set_state(loader.generator.get_state())
+    return twin
+
+
+def _speed_config(config: str, sizes: Sequence[int], lr: float, train: DeviceResidentLoader, seed: int) -> dict:
+    """A fresh seeded model, its optimizer, its data and the switches of one `benchmark_speed` configuration."""
+    seed_everything(seed)
+    model = to_device(mlp(*sizes), train.device)
+    compile_model(model, {"compile": "default", "compile reduce-overhead": "reduce-overhead"}.get(config, False))
+    optimizer = torch.optim.SGD(model.parameters(), lr)
+    step = mixed_precision(AMP_DTYPES.get(config))(model, optimizer)
+    return {"model": model, "optimizer": optimizer, "step": step, "tf32": config == "tf32", "train": train}
+
+
+def benchmark_speed(
+    root: str | Path = "data",
+    devices: Sequence[str] | None = None,
+    models: Sequence[str] = tuple(SPEED_MODELS),
+    configs: Sequence[str] | None = None,
+    epochs: int = 3,
+    limit: int | None = 10_000,
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> list[dict]:
+    """Seconds per epoch of each speed feature against plain float32, side by side, on each device.
+
+    For each model of SPEED_MODELS and each device, the configurations (`speed_configs`) take turns,
+    one epoch each. The first epoch is reported apart (`first_s`: it holds torch.compile's
+    compilation and every warm-up); the steady state is the median of the later epochs, with their
+    spread. Each row also has the validation accuracy reached, so a trick that costs accuracy shows.
+    """
+    if epochs < 2:
+        raise ValueError(f"epochs must be at least 2: the first is warm-up, timed apart; got {epochs}")
+    devices = [as_device(d) for d in devices or available_devices()]
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
+    rows = []
+    for device in devices:
+        possible = speed_configs(device)
+        names = [c for c in configs or possible if c in possible]
+        for model_name in models:
+            sizes, batch_size, lr = SPEED_MODELS[model_name]
+            train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
+            val = DeviceResidentLoader.from_dataset(val_set, 1000, device=device)
+            runs = {name: _speed_config(name, sizes, lr, _same_order(train), seed) | {"epoch_s": []} for name in names}
+            for _ in range(epochs):
+                for run in runs.values():
+                    with tf32(run["tf32"]):
+                        t0 = time.perf_counter()
+                        train_epoch(run["model"], run["train"], run["optimizer"], run["step"])
+                        run["epoch_s"].append(time.perf_counter() - t0)  # train_epoch ends with a read: synced
+            for name, run in runs.items():
+                rows.append(
+                    {"model": "-".join(map(str, sizes)), "batch_size": batch_size, "device": str(device)}
+                    | {"config": name}
+                    | epoch_times(run["epoch_s"][1:])
+                    | {"first_s": run["epoch_s"][0], "val_acc": evaluate(run["model"], val)["val_acc"]}
+                )
+            base = rows[-len(runs)]["epoch_s"]
+            for row in rows[-len(runs) :]:
+                row["speedup"] = base / row["epoch_s"]
+            del runs
+    if verbose:
+        print(format_speed(rows))
+    return rows
+
+
+def gpu_memory(device: str | torch.device = "cuda") -> dict[str, int]:
+    """Bytes that tensors hold on a CUDA device now (`allocated`) and that PyTorch's cache holds (`reserved`)."""
+    return {"allocated": torch.cuda.memory_allocated(device), "reserved": torch.cuda.memory_reserved(device)}
+
+
+def largest_batch(model: nn.Module, input_shape: Sequence[int] = (784,), start: int = 64, stop: int = 2**20) -> int:
+    """The largest batch, doubling from `start`, with which a forward and backward pass fit in GPU memory."""
+    device, fits = model_device(model), 0
+    batch = start
+    while batch <= stop:
+        try:
+            model(torch.rand(batch, *input_shape, device=device)).float().sum().backward()
+        except torch.OutOfMemoryError:
+            break
+        fits, batch = batch, batch * 2
+    model.zero_grad(set_to_none=True)
+    gc.collect()
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return fits
+
+
+PHASES = ("data", "forward", "backward", "optimizer")
+
+
+def profile_training(
+    model: nn.Module, loader: Iterable, steps: int = 30, lr: float = LESSON.lrs[0], trace: str | Path | None = None
+) -> dict:
+    """Profile `steps` training steps with torch.profiler, each phase labelled; return seconds and profile.
+
+    The phases are `data` (waiting for the next batch, on the device), `forward`, `backward` and
+    `optimizer`. One batch is drawn before profiling starts, so that starting workers is not counted.
+    On CUDA the device is synchronized in every phase, so that each phase's time includes its GPU work.
+    With `trace`, the timeline is written there for Perfetto (ui.perfetto.dev) or chrome://tracing.
+    """
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
+    device = model_device(model)
+    training_step = getattr(model, "training_step", partial(classifier_training_step, model))
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    optimizer = torch.optim.SGD(model.parameters(), lr)
+    batches = iter(loader)
+    next(batches)
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            with record_function("data"):
+                images, labels = next(batches)
+                synchronize(device)
+            with record_function("forward"):
+                loss = training_step((images, labels))
+                synchronize(device)
+            with record_function("backward"):
+                loss.backward()
+                synchronize(device)
+            with record_function("optimizer"):
+                optimizer.step()
+                optimizer.zero_grad(set_to_none=True)
+                synchronize(device)
+    if trace is not None:
+        Path(trace).parent.mkdir(parents=True, exist_ok=True)
+        prof.export_chrome_trace(str(trace))
+    events = prof.key_averages()
+    seconds = {e.key: e.cpu_time_total / 1e6 for e in events if e.key in PHASES}
+    return {"seconds": {phase: seconds.get(phase, 0.0) for phase in PHASES}, "steps": steps, "profile": prof}
+
+
+def top_operations(profiled: dict, n: int = 10) -> list[dict]:
+    """The `n` PyTorch operations with the most self time (their own, without what they call)."""
+    events = [e for e in profiled["profile"].key_averages() if e.key not in PHASES]
+    total = sum(e.self_cpu_time_total for e in events) or 1
+    events.sort(key=lambda e: e.self_cpu_time_total, reverse=True)
+    return [
+        {
+            "operation": e.key,
+            "calls": e.count,
+            "self_ms": e.self_cpu_time_total / 1e3,
+            "share": e.self_cpu_time_total / total,
+        }
+        for e in events[:n]
+    ]
+
+
+def plot_phases(profiles: dict[str, dict]):
+    """Per-step seconds of each phase, one bar per profiled pipeline; return the Figure."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.6 * len(profiles) + 1.2))
+    colors = {"data": "tab:orange", "forward": "tab:blue", "backward": "tab:green", "optimizer": "tab:purple"}
+    for y, profiled in enumerate(profiles.values()):
+        left = 0.0
+        for phase in PHASES:
+            ms = 1e3 * profiled["seconds"][phase] / profiled["steps"]
+            ax.barh(y, ms, left=left, color=colors[phase], label=phase if y == 0 else None)
+            left += ms
+        ax.text(left, y, f" {left:.2f} ms", va="center", fontsize=8)
+    ax.set_yticks(range(len(profiles)), list(profiles))
+    ax.invert_yaxis()
+    ax.set(xlabel="milliseconds per training step", title="Where a training step's time goes")
+    ax.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
+    return fig
