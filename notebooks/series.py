@@ -26,6 +26,9 @@ from pathlib import Path
 
 import nbformat
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for helpers
+from helpers import RESULTS_MIME, format_value  # noqa: E402  (where a notebook's results live, and how they read)
+
 GITHUB = "gpu-lessons/pytorch-gpu-mnist"  # owner/name on GitHub; forks change this line and run `stamp`
 BRANCH = "main"
 REPO_URL = f"https://github.com/{GITHUB}.git"
@@ -37,79 +40,22 @@ KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 ARCHIVE_URL = f"https://github.com/{GITHUB}/archive/refs/heads/{BRANCH}.zip"
 
-SETUP = f"""\
-# @title Set-up: find this series' code, or fetch it, then import `helpers` {{ display-mode: "form" }}
-# In the repository (local Jupyter) helpers.py is in a parent folder. Anywhere else (Colab, Kaggle,
-# a notebook downloaded on its own) the repository is fetched once into a cache folder, with git
-# or, without git, as a zip archive. PyTorch is used as installed: nothing is upgraded.
+SETUP_FILE = NOTEBOOKS / "setup_cell.py"  # the set-up cell's code, kept as a file so that ruff lints it
+SETUP_FILE_GITHUB, SETUP_FILE_BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"  # the address written in it
 
 
-def find_or_fetch_series(name="{Path(REPO_URL).stem}"):
-    \"\"\"Put the folder that holds helpers.py on the import path and return it: a parent, or a fetched copy.\"\"\"
-    import io
-    import os
-    import shutil
-    import subprocess
-    import sys
-    import tempfile
-    import urllib.request
-    import zipfile
-    from pathlib import Path
-
-    def use(folder):
-        sys.path.insert(0, str(folder))
-        return folder
-
-    for folder in (Path.cwd(), *Path.cwd().parents):
-        if (folder / "helpers.py").is_file() and (folder / "notebooks" / "series.py").is_file():
-            return use(folder)
-    cache = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / name)
-    if (cache / "helpers.py").is_file():
-        print(f"Using the series' code in {{cache}} (delete that folder to fetch it again)")
-        return use(cache)
-    url = os.environ.get("SERIES_REPO_URL", "{REPO_URL}")
-    branch = os.environ.get("SERIES_BRANCH", "{BRANCH}")
-    archive = os.environ.get(
-        "SERIES_ARCHIVE_URL", "{ARCHIVE_URL}"
+def setup_source() -> str:
+    """The set-up cell: setup_cell.py with this repository's address (GITHUB, BRANCH) in it."""
+    text = SETUP_FILE.read_text(encoding="utf-8").rstrip("\n")
+    text = text.replace(SETUP_FILE_GITHUB, GITHUB).replace(
+        f'name="{Path(SETUP_FILE_GITHUB).name}"', f'name="{Path(GITHUB).name}"'
     )
-    cache.parent.mkdir(parents=True, exist_ok=True)
-    tried = []
-    if shutil.which("git"):
-        cmd = ["git", "clone", "--quiet", "--depth", "1", "--branch", branch, url, str(cache)]
-        try:
-            done = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
-        except subprocess.TimeoutExpired:
-            done = subprocess.CompletedProcess(cmd, 1, "", "no answer within 5 minutes")
-            shutil.rmtree(cache, ignore_errors=True)
-        if done.returncode == 0:
-            print(f"Fetched the series' code into {{cache}} with git")
-            return use(cache)
-        tried.append(f"git clone {{url}} failed: {{done.stderr.strip()[-300:]}}")
-    else:
-        tried.append("git clone: git is not installed here")
-    try:
-        with urllib.request.urlopen(archive, timeout=60) as response:
-            zipped = zipfile.ZipFile(io.BytesIO(response.read()))
-        unpacked = Path(tempfile.mkdtemp(dir=cache.parent))
-        zipped.extractall(unpacked)
-        (unpacked / zipped.namelist()[0].split("/")[0]).rename(cache)
-        shutil.rmtree(unpacked)
-        print(f"Fetched the series' code into {{cache}} from {{archive}}")
-        return use(cache)
-    except Exception as err:  # any failure of the download: reported below with what to do
-        tried.append(f"downloading {{archive}} failed: {{type(err).__name__}}: {{err}}")
-    fix = (
-        "In Kaggle, turn on Settings > Internet (it needs a verified phone number), then run this cell again."
-        if "KAGGLE_KERNEL_RUN_TYPE" in os.environ
-        else "Check the internet connection and run this cell again, or get the repository yourself "
-        f"(git clone {{url}}) and open this notebook from its notebooks/ folder."
+    return text.replace(f'"SERIES_BRANCH", "{SETUP_FILE_BRANCH}"', f'"SERIES_BRANCH", "{BRANCH}"').replace(
+        f"refs/heads/{SETUP_FILE_BRANCH}.zip", f"refs/heads/{BRANCH}.zip"
     )
-    tried = "".join(f"\\n  - {{line}}" for line in tried)
-    raise RuntimeError(f"Could not find or fetch this series' code (helpers.py):{{tried}}\\n{{fix}}")
 
 
-REPO = find_or_fetch_series()
-import helpers"""
+SETUP = setup_source()
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -374,9 +320,6 @@ def translate(
     return changed
 
 
-RESULTS_MIME = "application/vnd.series.results+json"  # as helpers.show_results writes it
-
-
 def metrics_of(nb: nbformat.NotebookNode) -> dict:
     """The results that the cell tagged `metrics` recorded with helpers.show_results."""
     for cell in tagged(nb, "metrics"):
@@ -462,10 +405,6 @@ def run(
 
 def _short(value: object) -> str:
     """A result as helpers.show_results shows it in the notebook."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
-    from helpers import format_value
-
     return format_value(value)
 
 

@@ -120,7 +120,7 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         images, labels = images[:1001], labels[:1001]  # 1001 images: no batch size below splits them evenly
         found = {}
         helpers.seed_everything(0)
-        model = helpers.MnistModel()
+        model = helpers_ddp.data_parallel(helpers.MnistModel(), "cpu")  # its evaluation sums over the processes
         for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
             resident = helpers_ddp.ShardedResidentLoader(images, labels, batch_size, device="cpu", uneven=True)
             dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
