@@ -460,3 +460,41 @@ def test_fit_and_evaluate_read_the_device_once_per_epoch_not_per_step(monkeypatc
     few, many = count_reads(64), count_reads(256)  # 4 and 16 steps per epoch
     assert few == many, f"reads grow with the number of steps: {few} for 4 steps, {many} for 16"
     assert many <= 2 * 4, f"{many} reads in 2 epochs"
+
+
+class LabelSmoothing(helpers.MnistModel):
+    """A learner's model that changes the loss, as the lesson's design invites: training_step is overridden."""
+
+    def training_step(self, batch):
+        images, labels = batch
+        return nn.functional.cross_entropy(self(images), labels, label_smoothing=0.3)
+
+
+def test_fit_trains_through_the_models_own_training_step():
+    x, y = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    loader = helpers.DeviceResidentLoader(x, y, 64, device="cpu")
+    torch.manual_seed(0)
+    plain = helpers.MnistModel()
+    smoothed = LabelSmoothing()
+    smoothed.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        out = plain(x)
+    expected = nn.functional.cross_entropy(out, y, label_smoothing=0.3).item()
+    h = helpers.fit(1, 0.5, smoothed, loader, loader, verbose=False)[0]
+    assert h["train_loss"] == pytest.approx(expected, rel=1e-5), "the loss is the overridden training_step's"
+    helpers.fit(1, 0.5, plain, loader, loader, verbose=False)
+    assert not torch.equal(plain.linear1.weight, smoothed.linear1.weight), "and so are the gradients"
+    assert h["train_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item()), "accuracy from its scores"
+
+
+def test_a_plain_classifier_is_trained_and_evaluated_as_the_lesson_would():
+    x, y = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    torch.manual_seed(0)
+    plain = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))  # no training_step, validation_step, epoch_end
+    result = helpers.evaluate(plain, [(x, y)])
+    with torch.no_grad():
+        out = plain(x)
+    assert result["val_loss"] == pytest.approx(nn.functional.cross_entropy(out, y).item(), rel=1e-5)
+    assert result["val_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item())
+    history = helpers.fit(3, 0.1, plain, [(x, y)], [(x, y)], verbose=False)
+    assert history[-1]["val_loss"] < history[0]["val_loss"] < result["val_loss"], "it learns the batch it sees"
