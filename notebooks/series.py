@@ -40,6 +40,8 @@ KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
 ARCHIVE_URL = f"https://github.com/{GITHUB}/archive/refs/heads/{BRANCH}.zip"
 
+# -------------------------------- pages: the set-up cell, badges, links, stamp
+
 SETUP_FILE = NOTEBOOKS / "setup_cell.py"  # the set-up cell's code, kept as a file so that ruff lints it
 SETUP_FILE_GITHUB, SETUP_FILE_BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"  # the address written in it
 
@@ -320,6 +322,9 @@ def translate(
     return changed
 
 
+# --------------------- run: the series headless with papermill, and its report
+
+
 def metrics_of(nb: nbformat.NotebookNode) -> dict:
     """The results that the cell tagged `metrics` recorded with helpers.show_results."""
     for cell in tagged(nb, "metrics"):
@@ -474,6 +479,9 @@ def _point_latest(out: Path) -> None:
         shutil.copytree(out, latest)
 
 
+# -------------------------- refresh: the committed notebooks executed in place
+
+
 def refresh(names: list[str] | None = None) -> None:
     """Stamp, execute the committed notebooks in place so their stored outputs match the code, then translate."""
     from nbclient import NotebookClient
@@ -496,6 +504,9 @@ def refresh(names: list[str] | None = None) -> None:
         print(f"{path.name}: executed in place in {time.perf_counter() - t0:.1f} s", flush=True)
     for lang in LANGUAGES:
         translate(names, lang)
+
+
+# ------------------------------------------------------------ the command line
 
 
 def _parse_value(text: str) -> object:
