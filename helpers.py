@@ -1273,7 +1273,7 @@ def train_lesson(
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 
-if __name__ == "__main__":  # `python helpers.py ...` and `torchrun ... helpers.py ...`: the command line
-    import helpers_cli
+if __name__ == "__main__":  # `python helpers.py ...` and `torchrun ... helpers.py ...`: run the command line,
+    import runpy  # helpers_cli.py as a script, which imports this module as `helpers`, as every other does
 
-    sys.exit(helpers_cli.cli())
+    runpy.run_path(str(Path(__file__).with_name("helpers_cli.py")), run_name="__main__")
