@@ -380,12 +380,12 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
     if dtype == torch.float16 and device.type == "cpu":
         raise ValueError(
             "float16 autocast needs a GPU: on the CPU it is emulated and slow, and there is no loss scaling. "
-            "Use amp=torch.bfloat16 on the CPU, or train on a GPU"
+            "Use torch.bfloat16 on the CPU (mixed_precision(torch.bfloat16), or --amp bfloat16), or train on a GPU"
         )
     if dtype == torch.bfloat16 and not bf16_native(device):
         raise ValueError(
             f"{device} has no native bfloat16 (a T4, a V100 and older GPUs emulate it, slowly): use "
-            "amp=torch.float16 there, which fit pairs with loss scaling"
+            "torch.float16 there, which mixed_precision pairs with loss scaling"
         )
     return dtype
 
@@ -431,12 +431,12 @@ def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
         return model
     mode = "default" if mode is True else mode
     if mode not in COMPILE_MODES:
-        raise ValueError(f"compile must be True, False or a mode ({', '.join(COMPILE_MODES)}), got {mode!r}")
+        raise ValueError(f"mode must be True, False or one of {', '.join(COMPILE_MODES)}; got {mode!r}")
     device = model_device(model)
     if mode == "reduce-overhead" and device.type != "cuda":
         raise ValueError(
-            f"compile='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
-            "Use compile=True there"
+            f"mode='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
+            "Use compile_model(model) there"
         )
     # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime: not news here.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
