@@ -410,6 +410,11 @@ def classifier_validation_step(model: nn.Module, batch: Sequence[torch.Tensor]) 
     }
 
 
+def training_step_of(model: nn.Module) -> Callable[[Any], torch.Tensor]:
+    """The model's own `training_step`, or `classifier_training_step` for a classifier without one."""
+    return getattr(model, "training_step", partial(classifier_training_step, model))
+
+
 def sample_means(outputs: Sequence[dict], total: Callable[[torch.Tensor], torch.Tensor] = lambda sums: sums) -> dict:
     """Each value's mean over samples, a batch weighing its size `n` (1 if missing); one read of the device.
 
@@ -579,7 +584,7 @@ def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
 
 def lesson_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], torch.Tensor]:
     """The lesson's training step for one batch: the loss from `training_step`, backward, update; the loss."""
-    training_step = getattr(model, "training_step", partial(classifier_training_step, model))
+    training_step = training_step_of(model)
 
     def step(batch: Any) -> torch.Tensor:
         loss = training_step(batch)

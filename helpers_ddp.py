@@ -36,7 +36,6 @@ from helpers import (
     DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
-    classifier_training_step,
     get_default_device,
     load_mnist,
     loader_settings,
@@ -46,6 +45,7 @@ from helpers import (
     to_device,
     train_epoch,
     train_lesson,
+    training_step_of,
 )
 from helpers_speed import epoch_times, markdown_table
 
@@ -202,7 +202,6 @@ def sharded_loaders(
         return train, keep(val_set, sizes[1], uneven=True), keep(test_set, sizes[2], uneven=True)
     cores = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # this machine's processes share them
     settings = loader_settings(device, cores)
-    settings["persistent_workers"] &= settings["num_workers"] > 0
     generator = torch.Generator().manual_seed(seed)
     samplers = [
         ShardedSampler(torch.utils.data.RandomSampler(train_set, generator=generator), sizes[0]),
@@ -253,7 +252,7 @@ def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
     if rank_and_world()[1] == 1:
         return model
     device = torch.device(device)
-    own_step = getattr(model, "training_step", partial(classifier_training_step, model))
+    own_step = training_step_of(model)
     device_ids = [device] if device.type == "cuda" else None
     ddp = DistributedDataParallel(_TrainingStep(model, own_step), device_ids=device_ids)
     share = {"weight": torch.ones((), device=device)}

@@ -32,7 +32,6 @@ from helpers import (
     as_device,
     available_devices,
     check_hparams,
-    classifier_training_step,
     describe_device,
     evaluate,
     fit,
@@ -46,6 +45,7 @@ from helpers import (
     synchronize,
     to_device,
     train_epoch,
+    training_step_of,
 )
 
 # ==================================================================================================
@@ -403,7 +403,7 @@ def mixed_precision(amp: torch.dtype | str | None) -> Callable:
         dtype = autocast_dtype(amp, device)
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-        training_step = getattr(model, "training_step", partial(classifier_training_step, model))
+        training_step = training_step_of(model)
 
         def step(batch: Any) -> torch.Tensor:
             with autocast:
@@ -601,7 +601,7 @@ def profile_training(
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
     device = model_device(model)
-    training_step = getattr(model, "training_step", partial(classifier_training_step, model))
+    training_step = training_step_of(model)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     optimizer = torch.optim.SGD(model.parameters(), lr)
     batches = iter(loader)
