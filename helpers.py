@@ -351,7 +351,7 @@ def make_loaders(
 
 
 def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Fraction of rows of `outputs` whose highest score is at the label (a 0-d tensor, no sync)."""
+    """Fraction of rows of `outputs` whose highest score is at the label: a 0-d tensor, left on the device."""
     if outputs.dim() != 2 or labels.dim() != 1 or len(outputs) != len(labels):
         raise ValueError(
             f"accuracy wants scores [N, classes] and labels [N]; got {list(outputs.shape)} and {list(labels.shape)}"
@@ -973,21 +973,18 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def show_results(results: dict[str, Any]) -> None:
-    """Show a notebook's key results as a small table, and keep the exact values for the run report."""
-    table = "| result | value |\n|---|---|\n" + "\n".join(
-        f"| {key.replace('_', ' ')} | {format_value(value)} |" for key, value in results.items()
-    )
+def record_results(results: dict[str, Any]) -> None:
+    """Keep a notebook's key results, exact, for the run report, without showing the learner a table."""
     try:
         from IPython import get_ipython
         from IPython.display import display
     except ImportError:
         get_ipython = None
     if get_ipython is None or get_ipython() is None:
-        print(table)
+        print("\n".join(f"{key}: {format_value(value)}" for key, value in results.items()))
         return
     exact = json.loads(json.dumps(results))  # JSON's own types: dict keys become strings
-    display({RESULTS_MIME: exact, "text/markdown": "**Key results**\n\n" + table, "text/plain": table}, raw=True)
+    display({RESULTS_MIME: exact, "text/plain": ""}, raw=True)
 
 
 def _pyplot():
@@ -1250,9 +1247,10 @@ def train_lesson(
 ) -> dict:
     """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
 
-    Returns the trained model, its history and the test loss and accuracy. With the same seed it
-    trains exactly the model that notebook 05 trains. `step` (as in `fit`), `prepare` (applied to
-    the model before training) and `loaders` (as `lesson_loaders`) let later notebooks change one part.
+    Returns the trained model, its history and the test loss and accuracy. It trains the lesson's
+    schedule with `helpers`' seeded loaders, so its numbers differ a little from notebook 05's run.
+    `step` (as in `fit`), `prepare` (applied to the model before training) and `loaders` (as
+    `lesson_loaders`) let later notebooks change one part.
     """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
@@ -1274,7 +1272,7 @@ def train_lesson(
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
     if save:
         torch.save(model.state_dict(), save)
-        print(f"saved the weights to {save}")
+        print(f"saved the weights to {helpers_data.shown(Path(save))}")
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 

@@ -11,9 +11,11 @@ so the single-process run is the world-size-1 case of the same code.
 from __future__ import annotations
 
 import builtins
+import contextlib
 import copy
 import datetime
 import json
+import logging
 import os
 import socket
 import tempfile
@@ -373,6 +375,29 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@contextlib.contextmanager
+def child_errors() -> Iterator[list[str]]:
+    """Collect what child processes write to stderr, in a list, instead of letting it reach the notebook.
+
+    Spawned processes inherit file descriptor 2, not Python's `sys.stderr`, so that is what is
+    redirected; `torch.multiprocessing`'s own notice that it stopped the others is silenced too.
+    """
+    lines: list[str] = []
+    spawn_log = logging.getLogger("torch.multiprocessing.spawn")
+    level, saved = spawn_log.level, os.dup(2)
+    with tempfile.TemporaryFile(mode="w+") as file:
+        os.dup2(file.fileno(), 2)
+        spawn_log.setLevel(logging.ERROR)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            spawn_log.setLevel(level)
+            file.seek(0)
+            lines.extend(file.read().splitlines())
 
 
 def _join_as_spawned(rank: int, world_size: int, port: int) -> None:

@@ -5,8 +5,8 @@
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from GITHUB/BRANCH
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
 
-The repository's address lives here and nowhere else: `stamp` writes it into every notebook's
-"Open in Colab" badge and set-up cell, and a test checks that they agree.
+The repository's address lives here: `stamp` writes it into every notebook's "Open in Colab" badge and
+set-up cell, and tests check that they, and notebooks/fetch_series.py (which the set-up cell downloads), agree.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import nbformat
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for helpers
 from helpers import RESULTS_MIME, format_value  # noqa: E402  (where a notebook's results live, and how they read)
 
-GITHUB = "gpu-lessons/pytorch-gpu-mnist"  # owner/name on GitHub; forks change this line and run `stamp`
+GITHUB = "gpu-lessons/pytorch-gpu-mnist"  # owner/name on GitHub; forks change it (and fetch_series.py's) and `stamp`
 BRANCH = "main"
 REPO_URL = f"https://github.com/{GITHUB}.git"
 
@@ -49,12 +49,9 @@ SETUP_FILE_GITHUB, SETUP_FILE_BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"  
 def setup_source() -> str:
     """The set-up cell: setup_cell.py with this repository's address (GITHUB, BRANCH) in it."""
     text = SETUP_FILE.read_text(encoding="utf-8").rstrip("\n")
-    text = text.replace(SETUP_FILE_GITHUB, GITHUB).replace(
-        f'name="{Path(SETUP_FILE_GITHUB).name}"', f'name="{Path(GITHUB).name}"'
-    )
-    return text.replace(f'"SERIES_BRANCH", "{SETUP_FILE_BRANCH}"', f'"SERIES_BRANCH", "{BRANCH}"').replace(
-        f"refs/heads/{SETUP_FILE_BRANCH}.zip", f"refs/heads/{BRANCH}.zip"
-    )
+    text = text.replace(f"{SETUP_FILE_GITHUB}/{SETUP_FILE_BRANCH}/", f"{GITHUB}/{BRANCH}/")  # fetch_series.py's URL
+    text = text.replace(SETUP_FILE_GITHUB, GITHUB)  # the repository to clone, in the message without internet
+    return text.replace(f'"{Path(SETUP_FILE_GITHUB).name}"', f'"{Path(GITHUB).name}"')  # the cache folder's name
 
 
 SETUP = setup_source()
@@ -119,8 +116,8 @@ def stamp(path: Path, write: bool = True) -> bool:
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
         cell.source = SETUP
-    for cell in tagged(nb, "setup") + tagged(nb, "solution"):  # folded until a learner opens them
-        cell.metadata["cellView"] = "form"  # Colab shows the `# @title` line
+    for cell in tagged(nb, "setup") + tagged(nb, "recap") + tagged(nb, "solution") + tagged(nb, "metrics"):
+        cell.metadata["cellView"] = "form"  # folded until a learner opens it: Colab shows the `# @title` line
         cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code
     for cell in tagged(nb, "nav"):
         cell.source = nav(path)
@@ -326,7 +323,7 @@ def translate(
 
 
 def metrics_of(nb: nbformat.NotebookNode) -> dict:
-    """The results that the cell tagged `metrics` recorded with helpers.show_results."""
+    """The results that the cell tagged `metrics` recorded with helpers.record_results."""
     for cell in tagged(nb, "metrics"):
         for output in cell.get("outputs", []):
             data = output.get("data", {})
@@ -409,7 +406,7 @@ def run(
 
 
 def _short(value: object) -> str:
-    """A result as helpers.show_results shows it in the notebook."""
+    """A result as a person reads it: `helpers.format_value`."""
     return format_value(value)
 
 

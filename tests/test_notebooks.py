@@ -1,9 +1,11 @@
 """The notebook series: structure, one papermill run of the main job checked against the committed
 outputs and the lesson's numbers, its report, and the set-up cell in each place a notebook is opened."""
 
+import ast
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -60,7 +62,7 @@ def test_notebook_structure(path):
     assert len(setup) == 1 and setup[0].source == series.SETUP and setup[0].metadata["cellView"] == "form"
     assert len(params) == 1 and nb.cells.index(setup[0]) < nb.cells.index(params[0])
     assert "device = None" in params[0].source and "seed = 42" in params[0].source
-    assert len(metrics) == 1 and "helpers.show_results(" in metrics[0].source
+    assert len(metrics) == 1 and "helpers.record_results(" in metrics[0].source
     assert len(nav) == 1 and nb.cells[-1] is nav[0] and nav[0].source == series.nav(path)
     assert nb.cells[-2].cell_type == "markdown" and nb.cells[-2].source.startswith("## What you learned")
     assert nb.metadata["kernelspec"]["name"] == "python3"
@@ -78,14 +80,60 @@ def test_stamp_removes_leftovers_under_the_badge(tmp_path):
     assert nbformat.read(path, as_version=4).cells[0].source == f"{title}\n{series.badge(path.name)}\n\nText."
 
 
-@pytest.mark.parametrize("name", ["02_data_loading", "03_model", "04_device_transfer", "05_training", "06_plots"])
-def test_lesson_notebooks_show_the_lessons_code_and_end_with_exercises(name):
+LESSONS = ["02_data_loading", "03_model", "04_device_transfer", "05_training", "06_plots"]
+GOING_FURTHER = "## Going further (optional)"
+
+
+def _split_at_going_further(nb):
+    """The cells of the lesson (before the "Going further" heading) and those after it."""
+    (i,) = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and GOING_FURTHER in c.source]
+    return nb.cells[:i], nb.cells[i:]
+
+
+@pytest.mark.parametrize("name", LESSONS)
+def test_lesson_notebooks_open_with_the_lesson_then_go_further(name):
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
-    assert series.tagged(nb, "lesson"), "the lesson's own code, written and run"
+    lesson, further = _split_at_going_further(nb)
+    assert series.tagged(nb, "lesson") and all(c in lesson for c in series.tagged(nb, "lesson"))
+    assert not [c for c in lesson if c.cell_type == "code" and "show_source" in c.source], "listings come after"
     solutions = series.tagged(nb, "solution")
-    assert solutions and all(c.source.startswith("# @title Solution") for c in solutions)
+    assert solutions and all(c in further and c.source.startswith("# @title Solution") for c in solutions)
     assert all(c.metadata.get("jupyter", {}).get("source_hidden") for c in solutions), "solutions are folded"
-    assert "## Exercise" in "".join(c.source for c in nb.cells if c.cell_type == "markdown")
+    assert "### Exercise" in "".join(c.source for c in further if c.cell_type == "markdown")
+    for cell in series.tagged(nb, "recap"):  # the lesson's code from earlier notebooks, run again unchanged
+        earlier = "\n".join(
+            c.source
+            for other in LESSONS[: LESSONS.index(name)]
+            for c in nbformat.read(REPO / "notebooks" / f"{other}.ipynb", as_version=4).cells
+            if c.cell_type == "code" and "recap" not in c.metadata.get("tags", [])
+        ).splitlines()
+        new = [line for line in cell.source.splitlines()[1:] if line.strip() and line not in earlier]
+        assert not new, f"{cell.id} runs code that no earlier notebook teaches: {new}"
+
+
+def test_05_trains_the_lessons_schedule_with_the_lessons_own_fit():
+    nb = nbformat.read(REPO / "notebooks" / "05_training.ipynb", as_version=4)
+    lesson, _ = _split_at_going_further(nb)
+    code = "\n".join(c.source for c in lesson if c.cell_type == "code")
+    (definition,) = [c for c in series.tagged(nb, "lesson") if "def fit(" in c.source]
+    assert lesson.index(definition) < min(i for i, c in enumerate(lesson) if "history += fit(" in c.source)
+    assert "history = [evaluate(model, val_loader)]" in code and "to_device(model, DEVICE)" in code
+    assert "history += fit(epochs1, lr1, model, train_loader, val_loader)" in code
+    assert "history += fit(epochs2, lr2, model, train_loader, val_loader)" in code
+    assert "helpers.fit" not in code and "helpers.train" not in code and "helpers.MnistModel" not in code
+    assert "class MnistModel(nn.Module)" in code and "class DeviceDataLoader" in code, "the lesson's own classes"
+    params = series.tagged(nb, "parameters")[0].source
+    assert "epochs1, lr1 = 5, 0.5" in params and "epochs2, lr2 = 5, 0.1" in params
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS[1:8], ids=[p.stem for p in NOTEBOOKS[1:8]])
+def test_listings_in_02_to_08_hold_nothing_from_09_to_11(path):
+    nb = nbformat.read(path, as_version=4)
+    later = re.compile(r"autocast|GradScaler|torch\.distributed|\bdist\.|all_reduce|\brank\b|world_size|shard", re.I)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "show_source(" in cell.source:
+            shown = "".join(o.get("data", {}).get("text/markdown", "") for o in cell.outputs)
+            assert shown.startswith("```python") and not later.findall(shown), (cell.id, later.findall(shown))
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
@@ -106,18 +154,33 @@ def test_committed_with_small_clean_outputs(path):
     assert path.stat().st_size < 1_000_000
 
 
-def test_results_show_as_a_table_not_a_raw_dict():
-    nb = nbformat.read(REPO / "notebooks" / "05_training.ipynb", as_version=4)
-    (cell,) = series.tagged(nb, "metrics")
-    (output,) = cell.outputs
-    assert output.data["text/markdown"].startswith("**Key results**\n\n| result | value |")
-    assert re.search(r"\| val acc \| 0\.\d{4} \|", output.data["text/markdown"]), "floats to four places"
-    assert series.metrics_of(nb)["val_acc"] == output.data[series.RESULTS_MIME]["val_acc"]
+def test_results_are_recorded_out_of_sight_and_notebooks_end_on_what_you_learned():
+    for path in NOTEBOOKS:
+        nb = nbformat.read(path, as_version=4)
+        (cell,) = series.tagged(nb, "metrics")
+        (output,) = cell.outputs
+        assert set(output.data) == {series.RESULTS_MIME, "text/plain"} and output.data["text/plain"] == ""
+        assert cell.metadata["jupyter"]["source_hidden"] and cell.source.startswith("# @title ")
+        assert nb.cells.index(cell) == len(nb.cells) - 3 and series.metrics_of(nb)
     import helpers
 
     assert series.RESULTS_MIME == helpers.RESULTS_MIME
     assert helpers.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
     assert helpers.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
+
+
+MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|usr|opt|var|Users)/|[A-Z]:\\|site-packages|\.venv/")
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + series.translated_paths("zh"), ids=lambda p: p.parent.name + "/" + p.stem)
+def test_outputs_hold_no_machine_paths_and_no_stray_tracebacks(path):
+    nb = nbformat.read(path, as_version=4)
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            text = output.get("text", "") + str(data.get("text/plain", "")) + str(data.get("text/markdown", ""))
+            assert not MACHINE_PATH.search(text), (cell.id, MACHINE_PATH.search(text).group())
+            assert str(REPO) not in text and "Traceback" not in text, cell.id
 
 
 # ---------------------------------------------------------------------------- the main job, run once
@@ -304,21 +367,57 @@ def _setup_in(cwd, env_overrides, path=None):
 
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory):
-    """Stand-ins for GitHub: this checkout's HEAD as branch main of a bare repository, and as a zip archive."""
+    """Stand-ins for GitHub: this working tree, committed or not, as branch main of a bare repository and as a
+    zip archive, and the same files where the set-up cell downloads notebooks/fetch_series.py from."""
     if not (REPO / ".git").exists():
         pytest.skip("the repository is not a git checkout")
     root = tmp_path_factory.mktemp("origin")
+    tree = root / "pytorch-gpu-mnist"  # the files git would commit now: tracked ones and new ones it does not ignore
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        capture_output=True,
+        check=True,
+    )
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        if (REPO / name).is_file():
+            (tree / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(REPO / name, tree / name)
+    git = ["git", "-C", str(tree), "-c", "user.name=test", "-c", "user.email=test@example.com"]
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", "now"], check=True)
     bare = root / "pytorch-gpu-mnist.git"
     subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run(["git", "-C", str(REPO), "push", "-q", str(bare), "HEAD:refs/heads/main"], check=True)
+    subprocess.run([*git, "push", "-q", str(bare), "HEAD:refs/heads/main"], check=True)
     archive = root / "main.zip"
     prefix = "--prefix=pytorch-gpu-mnist-main/"
-    subprocess.run(["git", "-C", str(REPO), "archive", "--format=zip", prefix, "-o", str(archive), "HEAD"], check=True)
-    return {"SERIES_REPO_URL": bare.as_uri(), "SERIES_BRANCH": "main", "SERIES_ARCHIVE_URL": archive.as_uri()}
+    subprocess.run([*git, "archive", "--format=zip", prefix, "-o", str(archive), "HEAD"], check=True)
+    return {
+        "SERIES_REPO_URL": bare.as_uri(),
+        "SERIES_BRANCH": "main",
+        "SERIES_ARCHIVE_URL": archive.as_uri(),
+        "SERIES_FETCH_URL": tree.as_uri() + "/",
+    }
+
+
+def test_setup_cell_is_short():
+    """A learner who unfolds it reads it at a glance: the fetching is in notebooks/fetch_series.py."""
+    assert len(series.SETUP.splitlines()) <= 15
+
+
+def test_setup_fetcher_uses_the_standard_library_only_and_fetches_this_repository():
+    """fetch_series.py runs before the repository is there, and fetches the repository that series.py names."""
+    tree = ast.parse((REPO / "notebooks" / "fetch_series.py").read_text(encoding="utf-8"))
+    imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
+    imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    assert {name.split(".")[0] for name in imported} <= sys.stdlib_module_names
+    import fetch_series
+
+    assert (fetch_series.GITHUB, fetch_series.BRANCH) == (series.GITHUB, series.BRANCH), "change fetch_series.py too"
 
 
 def test_setup_in_local_jupyter_finds_the_repository():
-    done = _setup_in(REPO / "notebooks", {"SERIES_REPO_URL": "file:///nowhere"})
+    done = _setup_in(REPO / "notebooks", {"SERIES_REPO_URL": "file:///nowhere", "SERIES_FETCH_URL": "file:///nowhere"})
     assert done.returncode == 0, done.stderr
     assert f"REPO={REPO}" in done.stdout and f"HELPERS={REPO / 'helpers.py'}" in done.stdout
     assert "Fetched" not in done.stdout
@@ -331,8 +430,10 @@ def test_setup_in_kaggle_clones_into_the_cache(tmp_path, origin):
     done = _setup_in(working, origin | {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "SERIES_CACHE": str(cache)})
     assert done.returncode == 0, done.stderr
     assert "with git" in done.stdout and f"HELPERS={cache / 'helpers.py'}" in done.stdout
-    again = _setup_in(working, origin | {"SERIES_CACHE": str(cache)})
-    assert "Using the series' code in" in again.stdout, "fetched once, then reused"
+    assert "delete that folder to fetch it again" in done.stdout
+    again = _setup_in(working, origin | {"SERIES_CACHE": str(cache), "SERIES_REPO_URL": "file:///nowhere"})
+    assert again.returncode == 0 and "Fetched" not in again.stdout, "fetched once, then reused"
+    assert f"HELPERS={cache / 'helpers.py'}" in again.stdout
 
 
 def test_setup_for_a_lone_notebook_without_git_downloads_the_archive(tmp_path, origin):
@@ -347,9 +448,20 @@ def test_setup_for_a_lone_notebook_without_git_downloads_the_archive(tmp_path, o
     assert not [p for p in cache.parent.iterdir() if p != cache], "no unpacking folder left behind"
 
 
+def test_setup_that_cannot_download_its_fetcher_says_what_to_do_in_one_error(tmp_path):
+    """No internet (Kaggle's default): the first download fails, and one error says what to do."""
+    url = "file:///no/such/folder/"
+    done = _setup_in(tmp_path, {"SERIES_FETCH_URL": url, "SERIES_CACHE": str(tmp_path / "cache" / "series")})
+    assert done.returncode != 0
+    assert done.stderr.count("Traceback") == 1 and "During handling" not in done.stderr, done.stderr
+    message = done.stderr[done.stderr.index(f"RuntimeError: Cannot download {url}") :]
+    assert "Turn internet on (Kaggle: Settings > Internet)" in message and "No such file" in message
+
+
 @pytest.mark.parametrize("kaggle", [False, True])
-def test_setup_that_cannot_fetch_says_what_happened_and_what_to_do(tmp_path, kaggle):
+def test_setup_that_cannot_fetch_says_what_happened_and_what_to_do(tmp_path, origin, kaggle):
     env = {"SERIES_REPO_URL": "file:///no/such/repository.git", "SERIES_ARCHIVE_URL": "file:///no/such/archive.zip"}
+    env["SERIES_FETCH_URL"] = origin["SERIES_FETCH_URL"]
     env |= {"SERIES_CACHE": str(tmp_path / "cache" / "series")} | (
         {"KAGGLE_KERNEL_RUN_TYPE": "Batch"} if kaggle else {}
     )
@@ -364,6 +476,7 @@ def test_setup_that_cannot_fetch_says_what_happened_and_what_to_do(tmp_path, kag
         "open this notebook from its notebooks/ folder" in message
     ) is not kaggle
     assert "StopIteration" not in done.stderr and "CalledProcessError" not in done.stderr
+    assert done.stderr.count("Traceback") == 1, done.stderr
 
 
 def test_setup_in_colab_runs_a_whole_notebook(tmp_path, origin, data_root, monkeypatch):
@@ -378,9 +491,14 @@ def test_setup_in_colab_runs_a_whole_notebook(tmp_path, origin, data_root, monke
         monkeypatch.setenv(name, value)  # the kernel inherits them
     import papermill
 
+    nb = nbformat.read(REPO / "notebooks" / "01_gpu_runtime.ipynb", as_version=4)
+    (setup,) = series.tagged(nb, "setup")
+    setup.source = series.SETUP  # the cell that `stamp` writes, whether or not the notebooks are stamped yet
+    notebook = tmp_path / "01_gpu_runtime.ipynb"
+    nbformat.write(nb, notebook)
     out = tmp_path / "01_colab.ipynb"
     papermill.execute_notebook(
-        str(REPO / "notebooks" / "01_gpu_runtime.ipynb"),
+        str(notebook),
         str(out),
         cwd=str(content),
         parameters={"sizes": [64], "repeats": 1},
