@@ -79,24 +79,12 @@ def seed_everything(seed: int = LESSON.seed) -> None:
 
 def _accelerator() -> torch.device | None:
     """The accelerator PyTorch can use here (CUDA, Apple MPS, Intel XPU, ...), or None."""
-    acc = getattr(torch, "accelerator", None)
-    if acc is not None and hasattr(acc, "is_available"):  # PyTorch 2.6 and newer
-        return acc.current_accelerator() if acc.is_available() else None
-    if torch.cuda.is_available():
-        return torch.device("cuda")
-    mps = getattr(torch.backends, "mps", None)
-    return torch.device("mps") if mps and mps.is_available() else None
+    return torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
 
 
 def _accelerator_count() -> int:
     """How many devices the accelerator has (0 without one)."""
-    accelerator = _accelerator()
-    if accelerator is None:
-        return 0
-    acc = getattr(torch, "accelerator", None)
-    if acc is not None and hasattr(acc, "device_count"):
-        return acc.device_count()
-    return torch.cuda.device_count() if accelerator.type == "cuda" else 1
+    return torch.accelerator.device_count() if _accelerator() is not None else 0
 
 
 def available_devices() -> list[str]:
@@ -169,7 +157,7 @@ def synchronize(device: str | torch.device) -> None:
         torch.cuda.synchronize(device)
     elif device.type == "mps":
         torch.mps.synchronize()
-    elif device.type != "cpu" and hasattr(torch, "accelerator"):
+    elif device.type != "cpu":
         torch.accelerator.synchronize(device)
 
 

@@ -277,10 +277,7 @@ def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
 
 def default_backend(device: str | torch.device) -> str:
     """The communication backend PyTorch uses for a device type: nccl for CUDA, gloo for the CPU."""
-    device = torch.device(device)
-    if hasattr(dist, "get_default_backend_for_device"):  # PyTorch 2.6 and newer
-        return dist.get_default_backend_for_device(device)
-    return dist.Backend.default_device_backend_map.get(device.type, "gloo")
+    return dist.get_default_backend_for_device(torch.device(device))
 
 
 _BACKEND_DEVICES = {"gloo": ("cpu", "cuda"), "nccl": ("cuda",), "xccl": ("xpu",), "mpi": ("cpu", "cuda")}

@@ -359,14 +359,13 @@ COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
 
 
 def bf16_native(device: str | torch.device) -> bool:
-    """Whether `device` computes in bfloat16 natively: CPUs do (in PyTorch), GPUs from Ampere on (not a T4)."""
+    """Whether `device` computes in bfloat16 natively: x86 CPUs with AVX-512 BF16 or AMX, GPUs from Ampere on."""
     device = torch.device(device)
-    if device.type != "cuda":
-        return device.type in ("cpu", "xpu")
-    try:
+    if device.type == "cpu":  # without these instructions every bfloat16 product is converted, many times slower
+        return torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported()
+    if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    except TypeError:  # PyTorch before 2.4 has no including_emulation
-        return torch.cuda.get_device_capability(device)[0] >= 8
+    return device.type == "xpu"
 
 
 def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) -> torch.dtype | None:
@@ -382,7 +381,7 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
             "float16 autocast needs a GPU: on the CPU it is emulated and slow, and there is no loss scaling. "
             "Use torch.bfloat16 on the CPU (mixed_precision(torch.bfloat16), or --amp bfloat16), or train on a GPU"
         )
-    if dtype == torch.bfloat16 and not bf16_native(device):
+    if dtype == torch.bfloat16 and device.type == "cuda" and not bf16_native(device):
         raise ValueError(
             f"{device} has no native bfloat16 (a T4, a V100 and older GPUs emulate it, slowly): use "
             "torch.float16 there, which mixed_precision pairs with loss scaling"
@@ -448,20 +447,12 @@ def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
 def tf32(enabled: bool = True) -> Iterator[None]:
     """Within the block: float32 matrix products on CUDA in TF32 (Ampere and newer GPUs) or not; then as before."""
     matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):  # PyTorch 2.9 and newer
-        before = matmul.fp32_precision
-        matmul.fp32_precision = "tf32" if enabled else "ieee"
-        try:
-            yield
-        finally:
-            matmul.fp32_precision = before
-    else:
-        before = torch.get_float32_matmul_precision()
-        torch.set_float32_matmul_precision("high" if enabled else "highest")
-        try:
-            yield
-        finally:
-            torch.set_float32_matmul_precision(before)
+    before = matmul.fp32_precision
+    matmul.fp32_precision = "tf32" if enabled else "ieee"
+    try:
+        yield
+    finally:
+        matmul.fp32_precision = before
 
 
 def mlp(*sizes: int) -> nn.Sequential:
@@ -522,10 +513,11 @@ def benchmark_speed(
 ) -> list[dict]:
     """Seconds per epoch of each speed feature against plain float32, side by side, on each device.
 
-    For each model of SPEED_MODELS and each device, the configurations (`speed_configs`) take turns,
-    one epoch each. The first epoch is reported apart (`first_s`: it holds torch.compile's
-    compilation and every warm-up); the steady state is the median of the later epochs, with their
-    spread. Each row also has the validation accuracy reached, so a trick that costs accuracy shows.
+    For each model of SPEED_MODELS and each device, the configurations (`configs`, by default what the
+    device computes natively: `speed_configs`) take turns, one epoch each. The first epoch is reported
+    apart (`first_s`: it holds torch.compile's compilation and every warm-up); the steady state is the
+    median of the later epochs, with their spread. Each row also has the validation accuracy reached, so a
+    trick that costs accuracy shows.
     """
     if epochs < 2:
         raise ValueError(f"epochs must be at least 2: the first is warm-up, timed apart; got {epochs}")
@@ -533,8 +525,7 @@ def benchmark_speed(
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     rows = []
     for device in devices:
-        possible = speed_configs(device)
-        names = [c for c in configs or possible if c in possible]
+        names = configs or speed_configs(device)  # asked for by name, a configuration runs even where it is slow
         for model_name in models:
             sizes, batch_size, lr = SPEED_MODELS[model_name]
             train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)

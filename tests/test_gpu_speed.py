@@ -128,6 +128,11 @@ def test_mixed_precision_trains_on_cuda(amp):
 
 
 def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)  # an AVX2 CPU: bfloat16 is emulated
+    assert helpers_speed.speed_configs("cpu") == ["float32", "compile"]
+    assert helpers_speed.autocast_dtype("bfloat16", "cpu") is torch.bfloat16, "slow there, but allowed"
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)  # a Xeon with AMX
     assert helpers_speed.speed_configs("cpu") == ["float32", "bfloat16", "compile"]
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # a T4
     assert helpers_speed.speed_configs("cuda") == ["float32", "tf32", "float16", "compile", "compile reduce-overhead"]
