@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test lint bench bench-report speedrun notebooks venv
+.PHONY: run test test-colab gpu-check lint bench bench-report speedrun notebooks venv
 
 venv: $(VENV)
 
@@ -19,10 +19,33 @@ $(VENV): requirements.txt
 run: $(VENV)
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint and every test: helpers, data sources, checkpoints, speed tools, and one papermill run of the series
-## whose outputs are checked against the committed notebooks. `make test ARGS="-m cuda"`: the GPU tests alone.
+## Lint, then one pytest session: nbval executes every notebook once (small parameters, injected by papermill
+## into runs/test/prepared/) and compares its checked cells with the committed outputs; then every test, the
+## notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
 test: $(VENV) lint
-	$(PY) -m pytest tests $(ARGS)
+	$(PY) notebooks/series.py prepare --out runs/test
+	PYTHONPATH=tests $(PY) -m pytest -p nbval_results --nbval-lax --nbval-current-env \
+		runs/test/prepared/*.ipynb tests $(ARGS)
+
+## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab.
+## The checked cells' last digits differ between versions, so there the results are checked against ranges.
+COLAB_PY := .venv-colab/bin/python
+COLAB_VENV := .venv-colab/.installed-$(shell cksum < tests/requirements-colab.txt | cut -d' ' -f1)
+
+$(COLAB_VENV): tests/requirements-colab.txt
+	test -x $(COLAB_PY) || PYENV_VERSION=3.13.0 python3.13 -m venv .venv-colab
+	$(COLAB_PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements-colab.txt
+	rm -f .venv-colab/.installed-* && touch $@
+
+test-colab: $(COLAB_VENV)
+	$(COLAB_PY) notebooks/series.py prepare --ranges-only --out runs/colab
+	PYTHONPATH=tests $(COLAB_PY) -m pytest -p nbval_results --nbval-lax --nbval-current-env \
+		runs/colab/prepared/*.ipynb tests/test_notebooks.py $(ARGS)
+
+## Everything to run when a GPU is lent, in one go: the CUDA tests, the benchmarks and the README's figures,
+## the series on the GPU into runs/gpu/. Without CUDA it says so, rehearses the CPU side and lists what it skipped.
+gpu-check: $(VENV)
+	bash .ci/gpu-check
 
 lint: $(VENV)
 	$(PY) -m ruff check .
@@ -42,4 +65,4 @@ speedrun: $(VENV)
 
 ## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
 notebooks: $(VENV)
-	$(PY) notebooks/series.py refresh
+	$(PY) notebooks/series.py refresh $(ARGS)

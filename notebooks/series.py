@@ -1,7 +1,9 @@
 """The notebook series: run it headless, refresh the committed notebooks, stamp their Colab set-up.
 
     python notebooks/series.py run [-p NAME VALUE ...]   # papermill into runs/<timestamp>/ and runs/latest
+    python notebooks/series.py prepare [--out runs/test]  # copies with the test parameters, for nbval (make test)
     python notebooks/series.py refresh                    # execute the committed notebooks in place
+    python notebooks/series.py adopt runs/gpu/latest      # or take the outputs of a run (a GPU's) instead
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from GITHUB/BRANCH
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
 
@@ -286,7 +288,7 @@ def translate(
     names: list[str] | None = None,
     lang: str = "zh",
     check: bool = False,
-    source: Path = NOTEBOOKS,
+    source: Path | None = None,
     target: Path | None = None,
 ) -> list[str]:
     """Build `target` (default notebooks/<lang>/) from the notebooks in `source`; with `check`, write nothing.
@@ -297,7 +299,7 @@ def translate(
     titles = translated_titles(lang)
     built, problems = {}, []
     for path in notebook_paths(names):
-        english = nbformat.read(source / path.name, as_version=4)
+        english = nbformat.read((source or NOTEBOOKS) / path.name, as_version=4)
         try:
             built[path.name] = translate_notebook(
                 english, path, read_translation(translation_file(path.name, lang)), titles, lang
@@ -346,6 +348,65 @@ def save_figures(nb: nbformat.NotebookNode, stem: str, folder: Path) -> list[Pat
     return paths
 
 
+# What `make test` passes to every notebook that declares it: the CPU, and small exercises and benchmarks.
+TEST_PARAMETERS = {
+    "device": "cpu",
+    "exercise_epochs": 1,
+    "exercise_limit": 2000,
+    "spread_seeds": [1, 2],
+    "bench_epochs": 2,
+    "bench_limit": 5000,
+}
+
+
+def _parameters(path: Path, shared: dict) -> dict:
+    """The parameters of `shared` that the notebook at `path` declares (papermill would warn about the rest)."""
+    import papermill
+
+    declared = papermill.inspect_notebook(str(path))
+    return {k: v for k, v in shared.items() if k in declared}
+
+
+def prepare(
+    parameters: dict | None = None,
+    out: Path = REPO / "runs" / "test",
+    names: list[str] | None = None,
+    check: bool = True,
+) -> list[Path]:
+    """Copies of the notebooks in out/prepared/, `parameters` injected, committed outputs kept: nbval runs them.
+
+    papermill's prepare-only mode writes each copy without executing it. nbval then executes the copies and
+    compares the outputs of the cells tagged nbval-check-output with the committed ones; with `check=False`
+    those tags go (on other library versions the last digits move, and only the ranges are checked).
+    """
+    import papermill
+
+    shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (
+        TEST_PARAMETERS if parameters is None else parameters
+    )
+    if out.exists():
+        shutil.rmtree(out)
+    (out / "prepared").mkdir(parents=True)
+    (out / "parameters.json").write_text(json.dumps(shared, indent=2) + "\n")
+    paths = []
+    for path in notebook_paths(names):
+        nb = papermill.execute_notebook(
+            str(path),
+            None,
+            parameters=_parameters(path, shared),
+            prepare_only=True,
+            progress_bar=False,
+            log_output=False,
+        )
+        for cell in nb.cells:
+            tags = cell.metadata.get("tags", [])
+            if not check and "nbval-check-output" in tags:
+                tags.remove("nbval-check-output")
+        nbformat.write(nb, out / "prepared" / path.name)
+        paths.append(out / "prepared" / path.name)
+    return paths
+
+
 def run(
     parameters: dict | None = None,
     out_root: Path = REPO / "runs",
@@ -362,18 +423,16 @@ def run(
     import papermill
 
     out = out_root / time.strftime("%Y%m%d-%H%M%S")
-    (out / "figures").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (parameters or {})
-    metrics, summary, failed = {}, [], []
+    summary = []
     for path in notebook_paths(names):
-        declared = papermill.inspect_notebook(str(path))
-        params = {k: v for k, v in shared.items() if k in declared}
         t0 = time.perf_counter()
         try:
             papermill.execute_notebook(
                 str(path),
                 str(out / path.name),
-                parameters=params,
+                parameters=_parameters(path, shared),
                 cwd=str(NOTEBOOKS),
                 kernel_name="python3",
                 progress_bar=False,
@@ -382,32 +441,39 @@ def run(
             status = "ok"
         except papermill.PapermillExecutionError as err:
             status = f"FAILED: {err.ename}: {err.evalue[:200]}"
-            failed.append(path.stem)
-        seconds = time.perf_counter() - t0
-        executed = nbformat.read(out / path.name, as_version=4)
-        metrics[path.stem] = metrics_of(executed)
-        figures = save_figures(executed, path.stem, out / "figures")
-        summary.append({"stem": path.stem, "status": status, "seconds": seconds, "figures": figures})
-        print(f"{path.stem}: {status} in {seconds:.1f} s, {len(figures)} figures", flush=True)
-    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
-    for lang in langs or []:
-        translate(names, lang, source=out, target=out / lang)
-        print(f"{LANGUAGES[lang]}: the executed notebooks, translated, in {out / lang}", flush=True)
-    write_report(out, summary, metrics, shared, langs)
+        summary.append({"stem": path.stem, "status": status, "seconds": time.perf_counter() - t0})
+        print(f"{path.stem}: {status} in {summary[-1]['seconds']:.1f} s", flush=True)
+    collect(out, summary, shared, langs)
     _point_latest(out)
-    print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
-    for row in summary:
-        shown = ", ".join(f"{k}={_short(v)}" for k, v in list(metrics[row["stem"]].items())[:4])
-        print(f"{row['stem']:<24} {row['status'][:8]:<8} {row['seconds']:>8.1f}  {shown}")
-    print(f"\nreport: {out / 'index.html'} (executed notebooks, figures/ and metrics.json beside it)")
+    failed = [row["stem"] for row in summary if row["status"] != "ok"]
     if failed:
         raise SystemExit(f"{len(failed)} notebook(s) failed: {', '.join(failed)}")
     return out
 
 
-def _short(value: object) -> str:
-    """A result as a person reads it: `helpers.format_value`."""
-    return format_value(value)
+def collect(out: Path, summary: list[dict], parameters: dict, langs: list[str] | None = None) -> dict:
+    """For the executed notebooks in `out`: metrics.json, figures/, their translations and index.html.
+
+    `summary` has a row per notebook: its stem, status ("ok" or what failed) and seconds. Returns the metrics.
+    """
+    (out / "figures").mkdir(exist_ok=True)
+    metrics = {}
+    for row in summary:
+        executed = nbformat.read(out / f"{row['stem']}.ipynb", as_version=4)
+        metrics[row["stem"]] = metrics_of(executed)
+        row["figures"] = save_figures(executed, row["stem"], out / "figures")
+    (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
+    names = [row["stem"] for row in summary]
+    for lang in langs or []:
+        translate(names, lang, source=out, target=out / lang)
+        print(f"{LANGUAGES[lang]}: the executed notebooks, translated, in {out / lang}", flush=True)
+    write_report(out, summary, metrics, parameters, langs)
+    print(f"\n{'notebook':<24} {'status':<8} {'seconds':>8}  key results")
+    for row in summary:
+        shown = ", ".join(f"{k}={format_value(v)}" for k, v in list(metrics[row["stem"]].items())[:4])
+        print(f"{row['stem']:<24} {row['status'][:8]:<8} {row['seconds']:>8.1f}  {shown}")
+    print(f"\nreport: {out / 'index.html'} (executed notebooks, figures/ and metrics.json beside it)")
+    return metrics
 
 
 def write_report(
@@ -431,7 +497,7 @@ def write_report(
         html, _ = exporter.from_notebook_node(nbformat.read(out / f"{stem}.ipynb", as_version=4))
         (out / "html" / f"{stem}.html").write_text(html, encoding="utf-8")
         numbers = "".join(
-            f"<tr><td>{escape(k.replace('_', ' '))}</td><td>{escape(_short(v))}</td></tr>"
+            f"<tr><td>{escape(k.replace('_', ' '))}</td><td>{escape(format_value(v))}</td></tr>"
             for k, v in metrics[stem].items()
         )
         figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
@@ -503,6 +569,31 @@ def refresh(names: list[str] | None = None) -> None:
         translate(names, lang)
 
 
+def adopt(folder: Path, names: list[str] | None = None) -> list[str]:
+    """Make the outputs of an executed run (`run`'s folder, e.g. a GPU's) the committed notebooks' outputs.
+
+    Cells are matched by id; papermill's injected parameters cell is left out, the execution counts are
+    numbered again from 1, and the translations are rebuilt. Returns the notebooks changed.
+    """
+    changed = []
+    for path in notebook_paths(names):
+        if not (folder / path.name).is_file():
+            continue
+        executed = {c.id: c for c in nbformat.read(folder / path.name, as_version=4).cells}
+        nb = nbformat.read(path, as_version=4)
+        missing = [c.id for c in nb.cells if c.cell_type == "code" and c.id not in executed]
+        if missing:
+            raise ValueError(f"{_shown(folder / path.name)} lacks cells {', '.join(missing)}: run it from this code")
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        for count, cell in enumerate(code, 1):
+            cell.outputs, cell.execution_count = executed[cell.id].outputs, count
+        nbformat.write(nb, path)
+        changed.append(path.name)
+    for lang in LANGUAGES:
+        translate(names, lang)
+    return changed
+
+
 # ------------------------------------------------------------ the command line
 
 
@@ -519,7 +610,7 @@ def _check_selection(args: argparse.Namespace) -> None:
     unknown = [n for n in args.names if n not in stems and n.removesuffix(".ipynb") not in stems]
     if unknown:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}")
-    if args.parameter and args.command != "run":
+    if args.parameter and args.command != "run":  # prepare passes TEST_PARAMETERS, the same in every test
         raise SystemExit(f"-p passes parameters to `run` only; {args.command} executes the notebooks as they are")
     if args.parameter:
         import papermill
@@ -535,8 +626,10 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=["run", "refresh", "stamp", "translate"])
-    parser.add_argument("names", nargs="*", help="only these notebooks (e.g. 05_training)")
+    parser.add_argument("command", choices=["run", "prepare", "refresh", "adopt", "stamp", "translate"])
+    parser.add_argument(
+        "names", nargs="*", help="only these notebooks (e.g. 05_training); adopt: the run's folder first"
+    )
     parser.add_argument(
         "-p",
         "--parameter",
@@ -546,7 +639,7 @@ def main(argv: list[str] | None = None) -> None:
         metavar=("NAME", "VALUE"),
         help="pass a parameter to every notebook that declares it, e.g. -p device cpu",
     )
-    parser.add_argument("--out", type=Path, default=REPO / "runs", help="folder for the run (default: runs/)")
+    parser.add_argument("--out", type=Path, help="folder for the run (default: runs/; prepare: runs/test)")
     parser.add_argument(
         "--lang",
         action="append",
@@ -554,13 +647,25 @@ def main(argv: list[str] | None = None) -> None:
         help="run: also write the executed notebooks in this language (no second execution); translate: which one",
     )
     parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
+    parser.add_argument(
+        "--ranges-only",
+        action="store_true",
+        help="prepare: drop the nbval-check-output tags, for library versions whose last digits differ",
+    )
     args = parser.parse_args(argv)
+    if args.command == "adopt":
+        if not args.names or not Path(args.names[0]).is_dir():
+            raise SystemExit("adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest")
+        args.folder, args.names = args.names[0], args.names[1:]
     _check_selection(args)
     if args.command == "run":
         try:
-            run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names, args.lang)
+            run({k: _parse_value(v) for k, v in args.parameter}, args.out or REPO / "runs", args.names, args.lang)
         except TranslationError as err:
             raise SystemExit(f"The translation is not current:\n{err}") from None
+    elif args.command == "prepare":
+        prepared = prepare(None, args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
+        print(f"{len(prepared)} notebook(s) with the test parameters in {_shown(prepared[0].parent)}")
     elif args.command == "translate":
         for lang in args.lang or sorted(LANGUAGES):
             try:
@@ -575,6 +680,9 @@ def main(argv: list[str] | None = None) -> None:
             print(
                 f"notebooks/{lang}/: {len(changed)} notebook(s) {done}: {', '.join(changed) or 'all were up to date'}"
             )
+    elif args.command == "adopt":
+        changed = adopt(Path(args.folder), args.names)
+        print(f"{len(changed)} notebook(s) took their outputs from {args.folder}: {', '.join(changed)}")
     elif args.command == "refresh":
         try:
             refresh(args.names)
