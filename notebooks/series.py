@@ -153,10 +153,21 @@ FULL_WIDTH = "\u3000-\u303f\uff00-\uffef"
 BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
 
 
+LINK_END = re.compile(r"\]\([^()\s]*\)$")  # the end of a Markdown link, `](target)`, at the end of a line
+
+
+def _edge_chars(previous: str, line: str) -> tuple[str, str]:
+    """The last character of `previous` and the first of `line` as a reader sees them: past emphasis and links."""
+    end = LINK_END.sub("", previous.rstrip("*_")).rstrip("*_")  # a link's text ends where it shows
+    start = line.lstrip().lstrip("*_[").lstrip("*_")  # a line that opens a link, `[保存…](…)`, starts with its text
+    return end[-1:], start[:1]
+
+
 def _joins(previous: str, line: str) -> bool:
+    """Whether `line` continues `previous` without the space a Markdown line break would show."""
     if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
         return False
-    end, start = previous.rstrip("*_")[-1:], line.lstrip().lstrip("*_")[:1]  # look past emphasis markers
+    end, start = _edge_chars(previous, line)
     han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)  # (no match on "")
     return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
 

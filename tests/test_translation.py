@@ -150,11 +150,13 @@ def test_emphasis_renders_in_the_chinese_text(path):
 def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
     text = (
         "第一行的结尾\n  第二行，\nPyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
-        "正文 `code`\n（括号）的\n**后端**"
+        "正文 `code`\n（括号）的\n**后端**\n以及\n[保存和加载模型](https://x.org)的教程，\n见\n[`helpers.py`](h.py)\n"
+        "[链接](a.md)\n之后\n![图](a.png)\n说明"
     )
     assert series.unwrap_cjk(text) == (
         "第一行的结尾第二行，PyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
-        "正文 `code`（括号）的**后端**"
+        "正文 `code`（括号）的**后端**以及[保存和加载模型](https://x.org)的教程，见\n[`helpers.py`](h.py)\n"
+        "[链接](a.md)之后\n![图](a.png)说明"
     )
     for path in series.translated_paths("zh"):
         for cell in nbformat.read(path, as_version=4).cells:
