@@ -23,8 +23,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
+
+if TYPE_CHECKING:
+    from nbconvert import HTMLExporter  # imported where a report is written: nbconvert is slow to import
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for helpers
 from helpers import RESULTS_MIME, format_value  # noqa: E402  (where a notebook's results live, and how they read)
@@ -421,32 +425,49 @@ def _short(value: object) -> str:
     return format_value(value)
 
 
-def write_report(
-    out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
-) -> Path:
-    """Write out/index.html: each notebook rendered and linked (and its translations), its numbers and figures."""
-    from html import escape
-
+def html_exporter(lang: str = "en") -> HTMLExporter:
+    """The exporter for pages in `lang`: `<html lang=...>` lets a browser pick the right glyphs (zh, not ja)."""
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
-    exporter = HTMLExporter()
+    exporter = HTMLExporter(language_code=lang)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"setup"}), enabled=True)
-    (out / "html").mkdir(exist_ok=True)
+    return exporter
+
+
+def render(exporter: HTMLExporter, notebook: Path, page: Path) -> None:
+    """Render one notebook to an HTML page with `exporter`, making the page's folder."""
+    html, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(html, encoding="utf-8")
+
+
+def write_report(
+    out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
+) -> Path:
+    """Write out/index.html: each notebook rendered (translations in out/<lang>/html/) and linked, numbers, figures."""
+    from html import escape
+
+    exporters = {lang: html_exporter(lang) for lang in ["en", *(langs or [])]}
     device = next((m["device"] for m in metrics.values() if m.get("device")), parameters.get("device") or "default")
     described = next((m["device_description"] for m in metrics.values() if m.get("device_description")), "")
     total = sum(row["seconds"] for row in summary)
     sections = []
     for row in summary:
         stem = row["stem"]
-        html, _ = exporter.from_notebook_node(nbformat.read(out / f"{stem}.ipynb", as_version=4))
-        (out / "html" / f"{stem}.html").write_text(html, encoding="utf-8")
+        render(exporters["en"], out / f"{stem}.ipynb", out / "html" / f"{stem}.html")
+        for lang in langs or []:
+            render(exporters[lang], out / lang / f"{stem}.ipynb", out / lang / "html" / f"{stem}.html")
         numbers = "".join(
             f"<tr><td>{escape(k.replace('_', ' '))}</td><td>{escape(_short(v))}</td></tr>"
             for k, v in metrics[stem].items()
         )
         figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
-        translated = "".join(f' &middot; <a href="{lang}/{stem}.ipynb">{LANGUAGES[lang]}</a>' for lang in langs or [])
+        translated = "".join(
+            f' &middot; <a href="{lang}/html/{stem}.html" hreflang="{lang}">{LANGUAGES[lang]}</a>'
+            f' (<a href="{lang}/{stem}.ipynb">.ipynb</a>)'
+            for lang in langs or []
+        )
         status = "ok" if row["status"] == "ok" else f'<b class="failed">{escape(row["status"])}</b>'
         sections.append(
             f'<section><h2><a href="html/{stem}.html">{escape(title(NOTEBOOKS / f"{stem}.ipynb"))}</a></h2>'

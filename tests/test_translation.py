@@ -271,3 +271,18 @@ def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
     assert checked and all(c.outputs for c in checked)
     assert all(ran[c.id].outputs[0].text == c.outputs[0].text for c in checked)
     assert sorted(p.name for p in ZH.iterdir() if not p.name.endswith((".ipynb", ".md"))) == []  # nothing left behind
+
+
+def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
+    """`<html lang="zh">`: with nbconvert's default "en" a browser draws Chinese text with Japanese glyph forms."""
+    stem = ENGLISH[6].stem  # 07: short, with its figures
+    (tmp_path / "zh").mkdir()
+    (tmp_path / f"{stem}.ipynb").write_bytes(ENGLISH[6].read_bytes())
+    (tmp_path / "zh" / f"{stem}.ipynb").write_bytes((ZH / f"{stem}.ipynb").read_bytes())
+    summary = [{"stem": stem, "status": "ok", "seconds": 1.0, "figures": []}]
+    index = series.write_report(tmp_path, summary, {stem: {}}, {}, ["zh"])
+    page, english = index.read_text(encoding="utf-8"), (tmp_path / "html" / f"{stem}.html").read_text(encoding="utf-8")
+    chinese = (tmp_path / "zh" / "html" / f"{stem}.html").read_text(encoding="utf-8")
+    assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
+    assert '<html lang="en">' in english and '<html lang="zh">' in chinese
+    assert "本篇预期结果" in chinese and "What to expect" in english
