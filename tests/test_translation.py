@@ -24,6 +24,8 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)
 CODE_SPAN = re.compile(r"`([^`]+)`")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+HAN_OR_FULL_WIDTH = f"[{series.HAN}{series.FULL_WIDTH}]"
+FULL_WIDTH = f"[{series.FULL_WIDTH}]"
 
 
 def _pair(path):
@@ -66,7 +68,7 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     assert lines[0].startswith(english.cells[0].source.splitlines()[0][:7]) and CJK.search(lines[0])  # "# 05 · "
     assert lines[1] == series.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
     assert sum("Open In Colab" in line for line in lines) == 1
-    assert "**本篇预期结果。**" in chinese.cells[0].source
+    assert "\n\n**本篇预期结果**：" in chinese.cells[0].source
     assert chinese.cells[-2].source.startswith("## 本篇小结")
     (nav,) = series.tagged(chinese, "nav")
     assert nav is chinese.cells[-1] and nav.source == series.nav(path, series.translated_titles("zh"), "zh")
@@ -162,6 +164,73 @@ def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "markdown":
                 assert series.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
+
+
+def _prose(text: str) -> str:
+    """Text as a reader sees its characters: no code (each span an `x`), links as their text, no `*` markers."""
+    text = CODE_SPAN.sub("x", FENCE.sub("\n\n", text))
+    return re.sub(r"!?\[([^\]]*)\]\([^)\s]*\)", r"\1", text).replace("*", "")
+
+
+def _stray_spaces(text: str) -> list[str]:
+    """Spaces between Chinese characters, or beside full-width punctuation, as rendered: past bold and links.
+
+    A bold lead-in with a space after it (`**注意。** 然后`) shows as `注意。 然后`, a wide gap in Chinese text; so does
+    a line break that `unwrap_cjk` failed to join. Table rows are left alone (their cells are padded with spaces).
+    """
+    stray = re.compile(rf"{HAN_OR_FULL_WIDTH}[ \t]+{HAN_OR_FULL_WIDTH}|{FULL_WIDTH}[ \t]+\S|\S[ \t]+{FULL_WIDTH}")
+    lines = [line for line in _prose(text).splitlines() if not line.lstrip().startswith("|")]
+    return [line[max(0, m.start() - 10) : m.end() + 10] for line in lines for m in stray.finditer(line)]
+
+
+def _punctuation_inside_bold(text: str) -> list[str]:
+    """Bold spans that end in full-width punctuation: Chinese style puts it after the `**` (`**注意**：然后`)."""
+    spans = re.finditer(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", CODE_SPAN.sub("x", FENCE.sub("\n\n", text)), re.DOTALL)
+    return [m.group() for m in spans if re.search(f"{FULL_WIDTH}$", m.group(1))]
+
+
+def _chinese_italics(text: str) -> list[str]:
+    """Italic spans with Chinese in them: Chinese has no italics, and browsers slant the glyphs into a fake one."""
+    prose = re.sub(r"(?m)^\s*[*+-] ", "", CODE_SPAN.sub("x", FENCE.sub("\n\n", text))).replace("**", "")
+    spans = re.finditer(
+        r"(?<!\*)\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?!\*)|(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)", prose
+    )
+    return [m.group() for m in spans if CJK.search(m.group())]
+
+
+def _chinese_markdown() -> list[tuple[str, str]]:
+    """(where, text) for every Markdown cell of the Chinese notebooks, and the Chinese README."""
+    cells = [
+        (f"{path.name} {cell.id}", cell.source)
+        for path in series.translated_paths("zh")
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "markdown"
+    ]
+    return [*cells, ("README.md", (ZH / "README.md").read_text(encoding="utf-8"))]
+
+
+def test_no_stray_space_beside_chinese_text_as_rendered():
+    assert _stray_spaces("**注意。** 然后") == ["注意。 然后"] and _stray_spaces("以及 [保存](a.md)") == ["以及 保存"]
+    assert _stray_spaces("**注意**：然后 PyTorch 的 `x` 和 1.38 亿\n| 表格 | 单元格 |\n（见 [GPU](a.md)）") == []
+    for where, text in _chinese_markdown():
+        assert _stray_spaces(text) == [], f"{where}: a space that shows as a gap in Chinese text"
+
+
+def test_bold_lead_ins_put_their_punctuation_after_the_bold():
+    assert _punctuation_inside_bold("**注意。** 然后，**后端**（backend）") == ["**注意。**"]
+    assert _punctuation_inside_bold("**注意**：然后，**rank** 是编号。**rank 0** 保存") == []
+    for where, text in _chinese_markdown():
+        assert _punctuation_inside_bold(text) == [], f"{where}: write **标题**：正文, the punctuation outside the bold"
+
+
+def test_chinese_text_is_never_italic():
+    assert _chinese_italics("它*就是*一个，_进程_，*Settings → On*，第 *i* 行\n* 列表 *项*") == [
+        "*就是*",
+        "_进程_",
+        "*项*",
+    ]
+    for where, text in _chinese_markdown():
+        assert _chinese_italics(text) == [], f"{where}: Chinese has no italics; use bold, or no emphasis"
 
 
 def _glossary() -> list[tuple[str, list[str]]]:
