@@ -167,9 +167,16 @@ def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
 
 
 def _prose(text: str) -> str:
-    """Text as a reader sees its characters: no code (each span an `x`), links as their text, no `*` markers."""
-    text = CODE_SPAN.sub("x", FENCE.sub("\n\n", text))
-    return re.sub(r"!?\[([^\]]*)\]\([^)\s]*\)", r"\1", text).replace("*", "")
+    """Text as a reader sees its characters: no code (each span an `x`), links as their text, no `*` markers,
+    and a line break inside a paragraph as the space that Markdown renders for it."""
+    lines = CODE_SPAN.sub("x", FENCE.sub("\n\n", text)).split("\n")
+    joined = lines[:1]
+    for previous, line in zip(lines, lines[1:]):
+        if series.BLOCK_START.match(line) or not previous.strip():
+            joined.append(line)
+        else:
+            joined[-1] += " " + line.lstrip()
+    return re.sub(r"!?\[([^\]]*)\]\([^)\s]*\)", r"\1", "\n".join(joined)).replace("*", "")
 
 
 def _stray_spaces(text: str) -> list[str]:
@@ -210,8 +217,10 @@ def _chinese_markdown() -> list[tuple[str, str]]:
 
 
 def test_no_stray_space_beside_chinese_text_as_rendered():
-    assert _stray_spaces("**注意。** 然后") == ["注意。 然后"] and _stray_spaces("以及 [保存](a.md)") == ["以及 保存"]
-    assert _stray_spaces("**注意**：然后 PyTorch 的 `x` 和 1.38 亿\n| 表格 | 单元格 |\n（见 [GPU](a.md)）") == []
+    assert _stray_spaces("**注意。** 然后") == ["注意。 然后"] and _stray_spaces("以及\n[保存](a.md)") == ["以及 保存"]
+    assert (
+        _stray_spaces("**注意**：然后 PyTorch 的 `x` 和 1.38 亿（见 [GPU](a.md)）：\n* 列表\n| 表格 | 单元格 |") == []
+    )
     for where, text in _chinese_markdown():
         assert _stray_spaces(text) == [], f"{where}: a space that shows as a gap in Chinese text"
 
