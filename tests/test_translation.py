@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from decimal import Decimal
 from pathlib import Path
 
 import nbformat
@@ -90,13 +91,22 @@ def test_the_links_to_neighbours_use_the_chinese_titles():
     )
 
 
+def _wan_yi_forms(text: str) -> set[str]:
+    """The English forms of each number written with 万 or 亿: 1.38 亿 is 138,000,000, 138,000 (K) and 138 (million)."""
+    forms = set()
+    for digits, unit in re.findall(r"(\d+(?:\.\d+)?) ?([万亿])", text):
+        value = Decimal(digits) * (10_000 if unit == "万" else 100_000_000)
+        forms |= {f"{int(value):,}", *(f"{(value / k).normalize():f}" for k in (10**3, 10**6, 10**9) if value >= k)}
+    return forms
+
+
 def _kept_forms(text: str) -> dict[str, set[str]]:
     """What a translation must carry over unchanged: code blocks, code spans, numbers and link targets."""
     prose = FENCE.sub(" ", text)
     return {
         "code block": set(FENCE.findall(text)),
         "code": {" ".join(span.split()) for span in CODE_SPAN.findall(prose)},  # a span may wrap differently
-        "number": set(NUMBER.findall(prose)),
+        "number": set(NUMBER.findall(prose)) | _wan_yi_forms(prose),  # 330 万 keeps the English 3.3 (million)
         "link": set(LINK.findall(prose)),
     }
 
@@ -104,6 +114,7 @@ def _kept_forms(text: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_translations_keep_code_numbers_and_links(path):
     """API names, code and numbers stay in their original form: each one of the English text is in the translation."""
+    assert {"138", "138,000,000", "3.3"} <= _wan_yi_forms("1.38 亿和 330 万") and "138" not in _wan_yi_forms("1.37 亿")
     english = nbformat.read(path, as_version=4)
     entries = series.read_translation(series.translation_file(path.name))
     for cell in series.translatable(english):
