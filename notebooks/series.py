@@ -25,8 +25,12 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import nbformat
+
+if TYPE_CHECKING:
+    from nbconvert import HTMLExporter  # imported where a report is written: nbconvert is slow to import
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository, for helpers
 from helpers import RESULTS_MIME, format_value  # noqa: E402  (where a notebook's results live, and how they read)
@@ -155,10 +159,21 @@ FULL_WIDTH = "\u3000-\u303f\uff00-\uffef"
 BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
 
 
+LINK_END = re.compile(r"\]\([^()\s]*\)$")  # the end of a Markdown link, `](target)`, at the end of a line
+
+
+def _edge_chars(previous: str, line: str) -> tuple[str, str]:
+    """The last character of `previous` and the first of `line` as a reader sees them: past emphasis and links."""
+    end = LINK_END.sub("", previous.rstrip("*_")).rstrip("*_")  # a link's text ends where it shows
+    start = line.lstrip().lstrip("*_[").lstrip("*_")  # a line that opens a link, `[保存…](…)`, starts with its text
+    return end[-1:], start[:1]
+
+
 def _joins(previous: str, line: str) -> bool:
+    """Whether `line` continues `previous` without the space a Markdown line break would show."""
     if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
         return False
-    end, start = previous.rstrip("*_")[-1:], line.lstrip().lstrip("*_")[:1]  # look past emphasis markers
+    end, start = _edge_chars(previous, line)
     han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)  # (no match on "")
     return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
 
@@ -476,32 +491,49 @@ def collect(out: Path, summary: list[dict], parameters: dict, langs: list[str] |
     return metrics
 
 
-def write_report(
-    out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
-) -> Path:
-    """Write out/index.html: each notebook rendered and linked (and its translations), its numbers and figures."""
-    from html import escape
-
+def html_exporter(lang: str = "en") -> HTMLExporter:
+    """The exporter for pages in `lang`: `<html lang=...>` lets a browser pick the right glyphs (zh, not ja)."""
     from nbconvert import HTMLExporter
     from nbconvert.preprocessors import TagRemovePreprocessor
 
-    exporter = HTMLExporter()
+    exporter = HTMLExporter(language_code=lang)
     exporter.register_preprocessor(TagRemovePreprocessor(remove_input_tags={"setup"}), enabled=True)
-    (out / "html").mkdir(exist_ok=True)
+    return exporter
+
+
+def render(exporter: HTMLExporter, notebook: Path, page: Path) -> None:
+    """Render one notebook to an HTML page with `exporter`, making the page's folder."""
+    html, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    page.parent.mkdir(parents=True, exist_ok=True)
+    page.write_text(html, encoding="utf-8")
+
+
+def write_report(
+    out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
+) -> Path:
+    """Write out/index.html: each notebook rendered (translations in out/<lang>/html/) and linked, numbers, figures."""
+    from html import escape
+
+    exporters = {lang: html_exporter(lang) for lang in ["en", *(langs or [])]}
     device = next((m["device"] for m in metrics.values() if m.get("device")), parameters.get("device") or "default")
     described = next((m["device_description"] for m in metrics.values() if m.get("device_description")), "")
     total = sum(row["seconds"] for row in summary)
     sections = []
     for row in summary:
         stem = row["stem"]
-        html, _ = exporter.from_notebook_node(nbformat.read(out / f"{stem}.ipynb", as_version=4))
-        (out / "html" / f"{stem}.html").write_text(html, encoding="utf-8")
+        render(exporters["en"], out / f"{stem}.ipynb", out / "html" / f"{stem}.html")
+        for lang in langs or []:
+            render(exporters[lang], out / lang / f"{stem}.ipynb", out / lang / "html" / f"{stem}.html")
         numbers = "".join(
             f"<tr><td>{escape(k.replace('_', ' '))}</td><td>{escape(format_value(v))}</td></tr>"
             for k, v in metrics[stem].items()
         )
         figures = "".join(f'<img src="figures/{f.name}" alt="{escape(f.stem)}" loading="lazy">' for f in row["figures"])
-        translated = "".join(f' &middot; <a href="{lang}/{stem}.ipynb">{LANGUAGES[lang]}</a>' for lang in langs or [])
+        translated = "".join(
+            f' &middot; <a href="{lang}/html/{stem}.html" hreflang="{lang}">{LANGUAGES[lang]}</a>'
+            f' (<a href="{lang}/{stem}.ipynb">.ipynb</a>)'
+            for lang in langs or []
+        )
         status = "ok" if row["status"] == "ok" else f'<b class="failed">{escape(row["status"])}</b>'
         sections.append(
             f'<section><h2><a href="html/{stem}.html">{escape(title(NOTEBOOKS / f"{stem}.ipynb"))}</a></h2>'

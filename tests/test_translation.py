@@ -6,6 +6,7 @@ import re
 import subprocess
 import sys
 import unicodedata
+from decimal import Decimal
 from pathlib import Path
 
 import nbformat
@@ -24,6 +25,8 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)
 CODE_SPAN = re.compile(r"`([^`]+)`")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
+HAN_OR_FULL_WIDTH = f"[{series.HAN}{series.FULL_WIDTH}]"
+FULL_WIDTH = f"[{series.FULL_WIDTH}]"
 
 
 def _pair(path):
@@ -66,7 +69,7 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     assert lines[0].startswith(english.cells[0].source.splitlines()[0][:7]) and CJK.search(lines[0])  # "# 05 · "
     assert lines[1] == series.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
     assert sum("Open In Colab" in line for line in lines) == 1
-    assert "**本篇预期结果。**" in chinese.cells[0].source
+    assert "\n\n**本篇预期结果**：" in chinese.cells[0].source
     assert chinese.cells[-2].source.startswith("## 本篇小结")
     (nav,) = series.tagged(chinese, "nav")
     assert nav is chinese.cells[-1] and nav.source == series.nav(path, series.translated_titles("zh"), "zh")
@@ -88,13 +91,22 @@ def test_the_links_to_neighbours_use_the_chinese_titles():
     )
 
 
+def _wan_yi_forms(text: str) -> set[str]:
+    """The English forms of each number written with 万 or 亿: 1.38 亿 is 138,000,000, 138,000 (K) and 138 (million)."""
+    forms = set()
+    for digits, unit in re.findall(r"(\d+(?:\.\d+)?) ?([万亿])", text):
+        value = Decimal(digits) * (10_000 if unit == "万" else 100_000_000)
+        forms |= {f"{int(value):,}", *(f"{(value / k).normalize():f}" for k in (10**3, 10**6, 10**9) if value >= k)}
+    return forms
+
+
 def _kept_forms(text: str) -> dict[str, set[str]]:
     """What a translation must carry over unchanged: code blocks, code spans, numbers and link targets."""
     prose = FENCE.sub(" ", text)
     return {
         "code block": set(FENCE.findall(text)),
         "code": {" ".join(span.split()) for span in CODE_SPAN.findall(prose)},  # a span may wrap differently
-        "number": set(NUMBER.findall(prose)),
+        "number": set(NUMBER.findall(prose)) | _wan_yi_forms(prose),  # 330 万 keeps the English 3.3 (million)
         "link": set(LINK.findall(prose)),
     }
 
@@ -102,6 +114,7 @@ def _kept_forms(text: str) -> dict[str, set[str]]:
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_translations_keep_code_numbers_and_links(path):
     """API names, code and numbers stay in their original form: each one of the English text is in the translation."""
+    assert {"138", "138,000,000", "3.3"} <= _wan_yi_forms("1.38 亿和 330 万") and "138" not in _wan_yi_forms("1.37 亿")
     english = nbformat.read(path, as_version=4)
     entries = series.read_translation(series.translation_file(path.name))
     for cell in series.translatable(english):
@@ -150,11 +163,13 @@ def test_emphasis_renders_in_the_chinese_text(path):
 def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
     text = (
         "第一行的结尾\n  第二行，\nPyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
-        "正文 `code`\n（括号）的\n**后端**"
+        "正文 `code`\n（括号）的\n**后端**\n以及\n[保存和加载模型](https://x.org)的教程，\n见\n[`helpers.py`](h.py)\n"
+        "[链接](a.md)\n之后\n![图](a.png)\n说明"
     )
     assert series.unwrap_cjk(text) == (
         "第一行的结尾第二行，PyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
-        "正文 `code`（括号）的**后端**"
+        "正文 `code`（括号）的**后端**以及[保存和加载模型](https://x.org)的教程，见\n[`helpers.py`](h.py)\n"
+        "[链接](a.md)之后\n![图](a.png)说明"
     )
     for path in series.translated_paths("zh"):
         for cell in nbformat.read(path, as_version=4).cells:
@@ -162,21 +177,122 @@ def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
                 assert series.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
 
 
+def _prose(text: str) -> str:
+    """Text as a reader sees its characters: no code (each span an `x`), links as their text, no `*` markers,
+    and a line break inside a paragraph as the space that Markdown renders for it."""
+    lines = CODE_SPAN.sub("x", FENCE.sub("\n\n", text)).split("\n")
+    joined = lines[:1]
+    for previous, line in zip(lines, lines[1:]):
+        if series.BLOCK_START.match(line) or not previous.strip():
+            joined.append(line)
+        else:
+            joined[-1] += " " + line.lstrip()
+    return re.sub(r"!?\[([^\]]*)\]\([^)\s]*\)", r"\1", "\n".join(joined)).replace("*", "")
+
+
+def _stray_spaces(text: str) -> list[str]:
+    """Spaces between Chinese characters, or beside full-width punctuation, as rendered: past bold and links.
+
+    A bold lead-in with a space after it (`**注意。** 然后`) shows as `注意。 然后`, a wide gap in Chinese text; so does
+    a line break that `unwrap_cjk` failed to join. Table rows are left alone (their cells are padded with spaces).
+    """
+    stray = re.compile(rf"{HAN_OR_FULL_WIDTH}[ \t]+{HAN_OR_FULL_WIDTH}|{FULL_WIDTH}[ \t]+\S|\S[ \t]+{FULL_WIDTH}")
+    lines = [line for line in _prose(text).splitlines() if not line.lstrip().startswith("|")]
+    return [line[max(0, m.start() - 10) : m.end() + 10] for line in lines for m in stray.finditer(line)]
+
+
+def _punctuation_inside_bold(text: str) -> list[str]:
+    """Bold spans that end in full-width punctuation: Chinese style puts it after the `**` (`**注意**：然后`)."""
+    spans = re.finditer(r"\*\*(?=\S)(.+?)(?<=\S)\*\*", CODE_SPAN.sub("x", FENCE.sub("\n\n", text)), re.DOTALL)
+    return [m.group() for m in spans if re.search(f"{FULL_WIDTH}$", m.group(1))]
+
+
+def _chinese_italics(text: str) -> list[str]:
+    """Italic spans with Chinese in them: Chinese has no italics, and browsers slant the glyphs into a fake one."""
+    prose = re.sub(r"(?m)^\s*[*+-] ", "", CODE_SPAN.sub("x", FENCE.sub("\n\n", text))).replace("**", "")
+    spans = re.finditer(
+        r"(?<!\*)\*(?=[^\s*])([^*\n]+?)(?<=[^\s*])\*(?!\*)|(?<!\w)_(?=\S)([^_\n]+?)(?<=\S)_(?!\w)", prose
+    )
+    return [m.group() for m in spans if CJK.search(m.group())]
+
+
+def _chinese_markdown() -> list[tuple[str, str]]:
+    """(where, text) for every Markdown cell of the Chinese notebooks, and the Chinese README."""
+    cells = [
+        (f"{path.name} {cell.id}", cell.source)
+        for path in series.translated_paths("zh")
+        for cell in nbformat.read(path, as_version=4).cells
+        if cell.cell_type == "markdown"
+    ]
+    return [*cells, ("README.md", (ZH / "README.md").read_text(encoding="utf-8"))]
+
+
+def test_no_stray_space_beside_chinese_text_as_rendered():
+    assert _stray_spaces("**注意。** 然后") == ["注意。 然后"] and _stray_spaces("以及\n[保存](a.md)") == ["以及 保存"]
+    assert (
+        _stray_spaces("**注意**：然后 PyTorch 的 `x` 和 1.38 亿（见 [GPU](a.md)）：\n* 列表\n| 表格 | 单元格 |") == []
+    )
+    for where, text in _chinese_markdown():
+        assert _stray_spaces(text) == [], f"{where}: a space that shows as a gap in Chinese text"
+
+
+def test_bold_lead_ins_put_their_punctuation_after_the_bold():
+    assert _punctuation_inside_bold("**注意。** 然后，**后端**（backend）") == ["**注意。**"]
+    assert _punctuation_inside_bold("**注意**：然后，**rank** 是编号。**rank 0** 保存") == []
+    for where, text in _chinese_markdown():
+        assert _punctuation_inside_bold(text) == [], f"{where}: write **标题**：正文, the punctuation outside the bold"
+
+
+def test_chinese_text_is_never_italic():
+    assert _chinese_italics("它*就是*一个，_进程_，*Settings → On*，第 *i* 行\n* 列表 *项*") == [
+        "*就是*",
+        "_进程_",
+        "*项*",
+    ]
+    for where, text in _chinese_markdown():
+        assert _chinese_italics(text) == [], f"{where}: Chinese has no italics; use bold, or no emphasis"
+
+
 def _glossary() -> list[tuple[str, list[str]]]:
-    """(term, variants not to use) from the glossary table of notebooks/zh/README.md."""
+    """(term, variants not to use) from the glossary table of notebooks/zh/README.md (English, 译名, 不用, 说明)."""
     text = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[1]
     rows = [line.strip("|").split("|") for line in text.splitlines() if line.startswith("| ") and "English" not in line]
-    return [(term.strip(), [v.strip() for v in avoid.split("、") if v.strip()]) for _, term, avoid in rows]
+    return [(term.strip(), [v.strip() for v in avoid.split("、") if v.strip()]) for _, term, avoid, _ in rows]
+
+
+SEED_TERMS = (
+    "运行时类型",
+    "笔记本",
+    "核心",
+    "矩阵乘法",
+)  # the only terms of the Chinese article the project began from
+DISTRIBUTED_AND_GPU_TERMS = (
+    "rank",
+    "world size",
+    "local rank",
+    "all-reduce",
+    "后端",
+    "节点",
+    "分片",
+    "会合",
+    "集合通信",
+)
+DISTRIBUTED_AND_GPU_TERMS += ("驻留", "Tensor Core", "受限于启动开销", "受限于计算", "内核", "核函数", "占比", "份额")
 
 
 def test_translations_use_the_glossary():
     glossary = _glossary()
-    assert len(glossary) > 20 and dict(glossary)["张量"] == [] and "批大小" in dict(glossary)["批量大小"]
-    for term in ("张量", "数据加载器", "验证集", "学习率", "批量大小"):  # the seed article's vocabulary
-        assert term in dict(glossary)
+    assert len(glossary) > 40 and dict(glossary)["张量"] == [] and "批大小" in dict(glossary)["批量大小"]
+    assert (
+        "轮次" in dict(glossary)["轮"]
+        and "GPU 内存" in dict(glossary)["显存"]
+        and "内核启动" in dict(glossary)["核函数"]
+    )
+    for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
+        assert term in dict(glossary), f"the glossary lacks {term}"
     text = "\n".join(series.translation_file(p.name).read_text(encoding="utf-8") for p in ENGLISH)
     for term, avoid in glossary:
-        assert term in text or term in ("矩阵乘法", "运行时类型"), f"the glossary's {term} is never used"
+        assert term in text, f"the glossary's {term} is never used"
         for variant in avoid:
             assert variant not in text, f"use {term}, not {variant} (notebooks/zh/README.md, 术语表)"
 
@@ -269,3 +385,18 @@ def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
     assert checked and all(c.outputs for c in checked)
     assert all(ran[c.id].outputs[0].text == c.outputs[0].text for c in checked)
     assert sorted(p.name for p in ZH.iterdir() if not p.name.endswith((".ipynb", ".md"))) == []  # nothing left behind
+
+
+def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
+    """`<html lang="zh">`: with nbconvert's default "en" a browser draws Chinese text with Japanese glyph forms."""
+    stem = ENGLISH[6].stem  # 07: short, with its figures
+    (tmp_path / "zh").mkdir()
+    (tmp_path / f"{stem}.ipynb").write_bytes(ENGLISH[6].read_bytes())
+    (tmp_path / "zh" / f"{stem}.ipynb").write_bytes((ZH / f"{stem}.ipynb").read_bytes())
+    summary = [{"stem": stem, "status": "ok", "seconds": 1.0, "figures": []}]
+    index = series.write_report(tmp_path, summary, {stem: {}}, {}, ["zh"])
+    page, english = index.read_text(encoding="utf-8"), (tmp_path / "html" / f"{stem}.html").read_text(encoding="utf-8")
+    chinese = (tmp_path / "zh" / "html" / f"{stem}.html").read_text(encoding="utf-8")
+    assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
+    assert '<html lang="en">' in english and '<html lang="zh">' in chinese
+    assert "本篇预期结果" in chinese and "What to expect" in english
