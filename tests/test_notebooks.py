@@ -261,8 +261,10 @@ def test_the_report_links_every_notebook_and_embeds_its_figures(series_run):
     page = (series_run / "index.html").read_text()
     for stem in EXPECTED:
         assert f'href="html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
+        assert f'href="zh/html/{stem}.html"' in page
         html = series_run / "html" / f"{stem}.html"
         assert html.stat().st_size > 10_000 and "<html" in html.read_text()[:2000].lower()
+        assert '<html lang="zh"' in (series_run / "zh" / "html" / f"{stem}.html").read_text()[:2000]
     figures = sorted((series_run / "figures").glob("*.png"))
     assert all(f'src="figures/{f.name}"' in page for f in figures)
     assert "Device: <b>cpu</b>" in page and re.search(rf"{len(EXPECTED)} notebooks in \d+ s", page)
