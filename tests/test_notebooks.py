@@ -186,6 +186,8 @@ def series_run(request):
         pytest.skip("the notebooks execute through nbval in `make test` (pytest -p nbval_results --nbval-lax ...)")
     out = getattr(request.config, "series_run", None)
     assert out is not None, "nbval executed no notebook in this session: run `make test`"
+    error = getattr(request.config, "series_run_error", None)
+    assert error is None, f"the notebooks ran, but writing their results failed: {error}"
     return out
 
 
