@@ -396,6 +396,7 @@ def prepare(
     """
     import papermill
 
+    out = out.resolve()  # the kernels run in out/prepared/: paths passed to them must not be relative
     shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (
         TEST_PARAMETERS if parameters is None else parameters
     )
@@ -437,7 +438,7 @@ def run(
         translate(names, lang, check=True)  # a missing or stale translation fails before the run, not after it
     import papermill
 
-    out = out_root / time.strftime("%Y%m%d-%H%M%S")
+    out = out_root.resolve() / time.strftime("%Y%m%d-%H%M%S")  # resolved: the kernels run in notebooks/
     out.mkdir(parents=True, exist_ok=True)
     shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (parameters or {})
     summary = []

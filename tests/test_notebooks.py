@@ -191,8 +191,9 @@ def series_run(request):
     return out
 
 
-def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp_path):
-    (prepared,) = series.prepare(None, tmp_path / "test", names=["06_plots"])
+def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
+    (prepared,) = series.prepare(None, Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
     (injected,) = series.tagged(nb, "injected-parameters")
