@@ -22,10 +22,11 @@ run: $(VENV)
 ## Lint, then one pytest session: nbval executes every notebook once (small parameters, injected by papermill
 ## into runs/test/prepared/) and compares its checked cells with the committed outputs; then every test, the
 ## notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
+NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
+
 test: $(VENV) lint
 	$(PY) notebooks/series.py prepare --out runs/test
-	PYTHONPATH=tests $(PY) -m pytest -p nbval_results --nbval-lax --nbval-current-env \
-		runs/test/prepared/*.ipynb tests $(ARGS)
+	PYTHONPATH=tests $(PY) -m pytest $(NBVAL) runs/test/prepared/*.ipynb tests $(ARGS)
 
 ## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab.
 ## The checked cells' last digits differ between versions, so there the results are checked against ranges.
@@ -39,7 +40,7 @@ $(COLAB_VENV): tests/requirements-colab.txt
 
 test-colab: $(COLAB_VENV)
 	$(COLAB_PY) notebooks/series.py prepare --ranges-only --out runs/colab
-	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest -p nbval_results --nbval-lax --nbval-current-env \
+	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
 		runs/colab/prepared/*.ipynb tests/test_notebooks.py $(ARGS)
 
 ## Everything to run when a GPU is lent, in one go: the CUDA tests, the benchmarks and the README's figures,

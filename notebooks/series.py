@@ -374,6 +374,11 @@ TEST_PARAMETERS = {
 }
 
 
+def _shared(out: Path, parameters: dict) -> dict:
+    """What every notebook of a run in `out` gets: no progress bars, the lesson's checkpoint in `out`, `parameters`."""
+    return {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | parameters
+
+
 def _parameters(path: Path, shared: dict) -> dict:
     """The parameters of `shared` that the notebook at `path` declares (papermill would warn about the rest)."""
     import papermill
@@ -397,9 +402,7 @@ def prepare(
     import papermill
 
     out = out.resolve()  # the kernels run in out/prepared/: paths passed to them must not be relative
-    shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (
-        TEST_PARAMETERS if parameters is None else parameters
-    )
+    shared = _shared(out, TEST_PARAMETERS if parameters is None else parameters)
     if out.exists():
         shutil.rmtree(out)
     (out / "prepared").mkdir(parents=True)
@@ -440,7 +443,7 @@ def run(
 
     out = out_root.resolve() / time.strftime("%Y%m%d-%H%M%S")  # resolved: the kernels run in notebooks/
     out.mkdir(parents=True, exist_ok=True)
-    shared = {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | (parameters or {})
+    shared = _shared(out, parameters or {})
     summary = []
     for path in notebook_paths(names):
         t0 = time.perf_counter()
@@ -614,10 +617,10 @@ def adopt(folder: Path, names: list[str] | None = None) -> list[str]:
             continue
         executed = {c.id: c for c in nbformat.read(folder / path.name, as_version=4).cells}
         nb = nbformat.read(path, as_version=4)
-        missing = [c.id for c in nb.cells if c.cell_type == "code" and c.id not in executed]
+        code = [c for c in nb.cells if c.cell_type == "code"]
+        missing = [c.id for c in code if c.id not in executed]
         if missing:
             raise ValueError(f"{_shown(folder / path.name)} lacks cells {', '.join(missing)}: run it from this code")
-        code = [c for c in nb.cells if c.cell_type == "code"]
         for count, cell in enumerate(code, 1):
             cell.outputs, cell.execution_count = executed[cell.id].outputs, count
         nbformat.write(nb, path)

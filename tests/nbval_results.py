@@ -31,7 +31,6 @@ class Recorder:
         self.summary: list[dict] = []
         self.started: dict[str, float] = {}
         self.failed: dict[str, str] = {}
-        self.out: Path | None = None
 
     @pytest.hookimpl(hookwrapper=True)
     def pytest_runtest_makereport(self, item, call):
@@ -51,18 +50,18 @@ class Recorder:
         if not _notebook_cell(item) or (nextitem is not None and nextitem.parent is item.parent):
             return
         prepared = Path(str(item.parent.fspath))
-        self.out = prepared.parent.parent
-        nbformat.write(item.parent.nb, self.out / prepared.name)
+        out = prepared.parent.parent  # prepare wrote out/prepared/NN.ipynb; the run's results go into out/
+        nbformat.write(item.parent.nb, out / prepared.name)
         seconds = time.perf_counter() - self.started[item.parent.name]
         status = self.failed.get(item.parent.name, "ok")
         self.summary.append({"stem": prepared.stem, "status": status, "seconds": seconds})
         if nextitem is None or not _notebook_cell(nextitem):  # the last notebook: the run is complete
-            parameters = json.loads((self.out / "parameters.json").read_text())
+            parameters = json.loads((out / "parameters.json").read_text())
             try:
-                series.collect(self.out, self.summary, parameters, langs=list(series.LANGUAGES))
+                series.collect(out, self.summary, parameters, langs=list(series.LANGUAGES))
             except Exception as error:  # reported by the tests that read the results, not as a broken teardown
                 item.config.series_run_error = f"{type(error).__name__}: {error}"
-            item.config.series_run = self.out
+            item.config.series_run = out
 
 
 def pytest_configure(config):

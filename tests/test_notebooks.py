@@ -399,17 +399,18 @@ def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
 # ---------------------------------------------------------------------------- the set-up cell, everywhere
 
 
-def _setup_in(cwd, env_overrides, path=None):
-    """Run the set-up cell as a notebook kernel would, in `cwd` with these environment variables."""
+def _setup_in(cwd, env_overrides, path=None, code=None):
+    """Run the set-up cell (or `code`) as a notebook kernel would, in `cwd` with these environment variables."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SERIES_", "KAGGLE_"))}
     env |= {"PYTHONPATH": "", "HOME": str(cwd)} | env_overrides
     if path is not None:
         env["PATH"] = path
-    # The cell as it is, but where it would import helpers (and so PyTorch), find it: the import works
-    # when the spec is found, and the whole cell, import included, runs in the Colab test below.
-    assert series.SETUP.endswith("\nimport helpers")
-    found = "import importlib.util\nprint('HELPERS=' + importlib.util.find_spec('helpers').origin)\n"
-    code = series.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
+    if code is None:
+        # The cell as it is, but where it would import helpers (and so PyTorch), find it: the import works
+        # when the spec is found, and the whole cell, import included, runs in the Colab test below.
+        assert series.SETUP.endswith("\nimport helpers")
+        found = "import importlib.util\nprint('HELPERS=' + importlib.util.find_spec('helpers').origin)\n"
+        code = series.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -535,11 +536,8 @@ def test_setup_in_colab_fetches_the_series_and_imports_helpers(tmp_path, origin)
     content = tmp_path / "content"  # Colab's working folder
     content.mkdir()
     cache = tmp_path / "root" / ".cache" / "pytorch-gpu-mnist"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("SERIES_", "KAGGLE_"))}
-    env |= origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache), "HOME": str(tmp_path)}
     code = series.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
-    done = subprocess.run(
-        [sys.executable, "-c", code], cwd=content, env=env, capture_output=True, text=True, timeout=300
-    )
+    env = origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache)}
+    done = _setup_in(content, env, code=code)
     assert done.returncode == 0, done.stderr
     assert f"HELPERS={cache / 'helpers.py'} cpu" in done.stdout and (cache / "notebooks" / "series.py").exists()
