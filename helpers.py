@@ -14,7 +14,7 @@ flaws fixed:
 
 The later notebooks compose around these functions in modules of their own: `helpers_speed` (09,
 11), `helpers_ddp` (10); `helpers_data` fetches the data files and `helpers_cli` is the command line
-(`python helpers.py --help`).
+(`python helpers_cli.py --help`).
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ import contextlib
 import copy
 import dataclasses
 import io
-import json
 import math
 import os
 import platform
@@ -50,7 +49,7 @@ import helpers_data
 
 @dataclasses.dataclass(frozen=True)
 class LessonSettings:
-    """The lesson's hyperparameters: one place for every default that reproduces its run."""
+    """The lesson's hyperparameters: one place for every default that reproduces its run (notebook 05)."""
 
     epochs: tuple[int, ...] = (5, 5)  # fit(5, 0.5) then fit(5, 0.1)
     lrs: tuple[float, ...] = (0.5, 0.1)
@@ -69,7 +68,7 @@ LESSON = LessonSettings()
 
 
 def seed_everything(seed: int = LESSON.seed) -> None:
-    """Seed Python, NumPy and PyTorch (all devices) so a run repeats on the same machine."""
+    """Seed Python, NumPy and PyTorch (all devices) so a run repeats on the same machine (notebook 02)."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
         raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
     random.seed(seed)
@@ -82,19 +81,19 @@ def _accelerator() -> torch.device | None:
     return torch.accelerator.current_accelerator() if torch.accelerator.is_available() else None
 
 
-def _accelerator_count() -> int:
+def accelerator_count() -> int:
     """How many devices the accelerator has (0 without one)."""
     return torch.accelerator.device_count() if _accelerator() is not None else 0
 
 
 def available_devices() -> list[str]:
-    """Names of the devices PyTorch can use here, e.g. ['cpu', 'cuda:0', 'cuda:1'] or ['cpu', 'mps']."""
+    """Names of the devices PyTorch can use here, e.g. ['cpu', 'cuda:0', 'cuda:1'] or ['cpu', 'mps'] (notebook 01)."""
     accelerator = _accelerator()
     if accelerator is None:
         return ["cpu"]
     if accelerator.type == "mps":
         return ["cpu", "mps"]
-    return ["cpu"] + [f"{accelerator.type}:{i}" for i in range(_accelerator_count())]
+    return ["cpu"] + [f"{accelerator.type}:{i}" for i in range(accelerator_count())]
 
 
 def _check_device(device: torch.device) -> torch.device:
@@ -103,7 +102,7 @@ def _check_device(device: torch.device) -> torch.device:
         return device
     accelerator = _accelerator()
     same_type = accelerator is not None and device.type == accelerator.type
-    if same_type and (device.index is None or device.index < _accelerator_count()):
+    if same_type and (device.index is None or device.index < accelerator_count()):
         return device
     raise ValueError(
         f"Device {str(device)!r} is not available on this machine; available: {', '.join(available_devices())}. "
@@ -124,7 +123,7 @@ def as_device(device: str | torch.device, source: str = "") -> torch.device:
 
 
 def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
-    """The accelerator if there is one (CUDA, MPS, XPU, ...), else the CPU; `prefer` or $HELPERS_DEVICE overrides."""
+    """The accelerator if there is one, else the CPU (notebook 01); `prefer` or $HELPERS_DEVICE overrides."""
     if prefer:
         return as_device(prefer)
     if os.environ.get("HELPERS_DEVICE"):
@@ -133,7 +132,7 @@ def get_default_device(prefer: str | torch.device | None = None) -> torch.device
 
 
 def describe_device(device: str | torch.device | None = None) -> str:
-    """One line about a device: GPU name, memory and compute capability, or CPU and threads."""
+    """One line about a device: GPU name, memory and compute capability, or CPU and threads (notebook 01)."""
     device = get_default_device(device)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
@@ -151,7 +150,7 @@ def describe_device(device: str | torch.device | None = None) -> str:
 
 
 def synchronize(device: str | torch.device) -> None:
-    """Wait for queued work on an accelerator to finish, so that a timer measures it."""
+    """Wait for queued work on an accelerator to finish, so that a timer measures it (notebook 01)."""
     device = torch.device(device)
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -164,7 +163,7 @@ def synchronize(device: str | torch.device) -> None:
 def time_matmul(
     sizes: Sequence[int] = (128, 512, 1024, 2048), device: str | torch.device = "cpu", repeats: int = 5
 ) -> list[dict]:
-    """Median seconds (after a warm-up, synchronised) for an n x n float32 matrix product."""
+    """Median seconds (after a warm-up, synchronised) for an n x n float32 matrix product (notebook 01)."""
     device = as_device(device)
     if not isinstance(repeats, int) or repeats < 1:
         raise ValueError(f"repeats must be a whole number of at least 1 (a median needs a timing), got {repeats!r}")
@@ -186,12 +185,12 @@ def time_matmul(
 
 
 def model_device(model: nn.Module) -> torch.device:
-    """The device that holds the model's parameters (the CPU for a model without any)."""
+    """The device that holds the model's parameters (the CPU for a model without any) (notebook 04)."""
     return next((p.device for p in model.parameters()), torch.device("cpu"))
 
 
 def to_device(data: Any, device: str | torch.device, non_blocking: bool | None = None) -> Any:
-    """Move tensors and modules to `device`, recursing into lists, tuples and dicts.
+    """Move tensors and modules to `device`, recursing into lists, tuples and dicts (notebook 04).
 
     Modules move in place (and are returned too); tensors are copied, so reassign them.
     `non_blocking` defaults to True only where it helps: pinned host memory going to CUDA.
@@ -220,7 +219,7 @@ def to_device(data: Any, device: str | torch.device, non_blocking: bool | None =
 
 
 class DeviceDataLoader:
-    """Wrap a data loader so that every batch it yields is already on `device`."""
+    """Wrap a data loader so that every batch it yields is already on `device` (notebook 04)."""
 
     def __init__(self, dl: Iterable, device: str | torch.device):
         self.dl = dl
@@ -259,7 +258,7 @@ def load_mnist(
     transform: Callable | None = _TO_TENSOR,
     source: str = "auto",
 ) -> MNIST:
-    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline."""
+    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline (notebook 02)."""
     return _load(MNIST, root, train, transform, helpers_data.ensure_mnist(root, source))
 
 
@@ -269,7 +268,7 @@ def load_fashion_mnist(
     transform: Callable | None = _TO_TENSOR,
     source: str = "auto",
 ) -> FashionMNIST:
-    """torchvision's Fashion-MNIST (clothes in MNIST's format), fetched online or offline."""
+    """torchvision's Fashion-MNIST (clothes in MNIST's format), fetched online or offline (notebook 02)."""
     return _load(FashionMNIST, root, train, transform, helpers_data.ensure_fashion_mnist(root, source))
 
 
@@ -289,7 +288,7 @@ def _load(dataset: type, root: str | Path, train: bool, transform: Callable | No
 def split_dataset(
     dataset: Dataset, val_size: int = LESSON.val_size, seed: int = LESSON.seed, limit: int | None = None
 ) -> tuple[Subset, Subset]:
-    """Seeded random split into (train, validation): the same split on every run; `limit` trains on fewer."""
+    """Seeded random split into (train, validation) (notebook 02): the same on every run; `limit` trains on fewer."""
     if not 0 < val_size < len(dataset):
         raise ValueError(
             f"val_size must be between 1 and {len(dataset) - 1} for {len(dataset)} samples, got {val_size}"
@@ -302,7 +301,7 @@ def split_dataset(
 
 
 def loader_settings(device: str | torch.device | None = None, cores: int | None = None) -> dict:
-    """`num_workers`, `pin_memory` and `persistent_workers` suited to this platform and device.
+    """`num_workers`, `pin_memory` and `persistent_workers` suited to this platform and device (notebook 02).
 
     Pinned memory only speeds up copies to CUDA (elsewhere it only warns). Worker processes pay off
     only with cores to spare beside the training loop, so they start at 3 cores, two fewer than
@@ -324,7 +323,7 @@ def make_loaders(
     seed: int = LESSON.seed,
     **overrides: Any,
 ) -> tuple[DataLoader, DataLoader]:
-    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256."""
+    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256 (notebook 02)."""
     settings = loader_settings(device) | overrides
     if settings.get("num_workers", 0) == 0:
         settings["persistent_workers"] = False
@@ -339,7 +338,7 @@ def make_loaders(
 
 
 def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Fraction of rows of `outputs` whose highest score is at the label: a 0-d tensor, left on the device."""
+    """Fraction of rows of `outputs` whose highest score is at the label (notebook 03): a 0-d tensor, on the device."""
     if outputs.dim() != 2 or labels.dim() != 1 or len(outputs) != len(labels):
         raise ValueError(
             f"accuracy wants scores [N, classes] and labels [N]; got {list(outputs.shape)} and {list(labels.shape)}"
@@ -381,14 +380,15 @@ def _check_labels(labels: Any) -> None:
         )
 
 
-def classifier_training_step(model: nn.Module, batch: Sequence[torch.Tensor]) -> torch.Tensor:
-    """The lesson's `training_step` for any classifier: the cross-entropy loss of one batch."""
+def classifier_training_step(model: nn.Module, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
+    """The lesson's `training_step` for any classifier (notebook 03): the batch's loss, with its accuracy and size."""
     images, labels = _images_and_labels(batch)
-    return F.cross_entropy(model(images), labels)
+    out = model(images)
+    return {"loss": F.cross_entropy(out, labels), "acc": accuracy(out.detach(), labels), "n": len(labels)}
 
 
 def classifier_validation_step(model: nn.Module, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-    """The lesson's `validation_step` for any classifier: loss, accuracy and size of one batch, on the device."""
+    """The lesson's `validation_step` for any classifier (notebook 03): loss, accuracy and size of one batch."""
     images, labels = _images_and_labels(batch)
     out = model(images)
     return {
@@ -398,25 +398,42 @@ def classifier_validation_step(model: nn.Module, batch: Sequence[torch.Tensor]) 
     }
 
 
-def training_step_of(model: nn.Module) -> Callable[[Any], torch.Tensor]:
-    """The model's own `training_step`, or `classifier_training_step` for a classifier without one."""
-    return getattr(model, "training_step", partial(classifier_training_step, model))
+def _as_metrics(out: torch.Tensor | dict) -> dict:
+    return out if isinstance(out, dict) else {"loss": out}
 
 
-def sample_means(outputs: Sequence[dict], total: Callable[[torch.Tensor], torch.Tensor] = lambda sums: sums) -> dict:
-    """Each value's mean over samples, a batch weighing its size `n` (1 if missing); one read of the device.
+def training_step_of(model: nn.Module) -> Callable[[Any], dict]:
+    """The model's own `training_step`, or the classifier's, returning a dict with the "loss" (notebook 05).
 
-    `total` may change the sums before the division (add those of other data, for example).
+    The lesson's `training_step` returns the loss alone; one may also return a dict that holds the
+    "loss" and whatever else it measured ("acc", and the batch size "n"), as `validation_step` does.
+    """
+    own = getattr(model, "training_step", None)
+    if own is None:
+        return partial(classifier_training_step, model)
+    return lambda batch: _as_metrics(own(batch))
+
+
+def sample_sums(outputs: Sequence[dict]) -> tuple[list[str], torch.Tensor]:
+    """The names of the values in `outputs`, and each one's sum over samples, the sample count last (notebook 03).
+
+    A batch weighs its size `n` (1 if missing). The sums stay on the device.
     """
     names = [k for k in outputs[0] if k != "n"]
     sizes = torch.tensor([float(x.get("n", 1)) for x in outputs], device=outputs[0][names[0]].device)
     sums = [(torch.stack([x[k] for x in outputs]).float() * sizes).sum() for k in names]
-    *sums, count = total(torch.stack(sums + [sizes.sum()])).tolist()  # the one read
+    return names, torch.stack(sums + [sizes.sum()])
+
+
+def sample_means(outputs: Sequence[dict]) -> dict[str, float]:
+    """Each value's mean over samples, a batch weighing its size `n` (notebook 03); one read of the device."""
+    names, sums = sample_sums(outputs)
+    *sums, count = sums.tolist()  # the one read
     return {k: value / count for k, value in zip(names, sums)}
 
 
 class MnistModel(nn.Module):
-    """Feedforward network with one hidden layer: 784 -> 32 (ReLU) -> 10."""
+    """Feedforward network with one hidden layer: 784 -> 32 (ReLU) -> 10 (notebook 03)."""
 
     def __init__(self, input_size: int = 784, hidden_size: int = 32, out_size: int = 10):
         super().__init__()
@@ -448,11 +465,14 @@ class MnistModel(nn.Module):
             )
         return self.linear2(F.relu(self.linear1(flat)))
 
-    def training_step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+    def training_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
         return classifier_training_step(self, batch)
 
     def validation_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
         return classifier_validation_step(self, batch)
+
+    def training_epoch_end(self, outputs: list[dict]) -> dict[str, float]:
+        return sample_means(outputs)
 
     def validation_epoch_end(self, outputs: list[dict]) -> dict[str, float]:
         return sample_means(outputs)
@@ -538,7 +558,7 @@ def _blame_the_data(loader: Iterable, name: str) -> None:
 
 @contextlib.contextmanager
 def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
-    """Within the block: `model.eval()` and no autograd. Afterwards: the mode the model had before."""
+    """Within the block: `model.eval()` and no autograd. Afterwards: the mode the model had before (notebook 05)."""
     was_training = model.training
     model.eval()
     try:
@@ -549,7 +569,7 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
-    """Validation loss and accuracy over every sample, in eval mode without autograd.
+    """Validation loss and accuracy over every sample, in eval mode without autograd (notebook 05).
 
     A model without the lesson's `validation_step` and `validation_epoch_end` (a plain classifier such
     as `nn.Sequential`) is evaluated with `classifier_validation_step` and `sample_means`.
@@ -568,47 +588,6 @@ def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
     if not math.isfinite(result["val_loss"]) and all(torch.isfinite(p).all() for p in model.parameters()):
         _blame_the_data(val_loader, "validation")
     return result
-
-
-def lesson_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], torch.Tensor]:
-    """The lesson's training step for one batch: the loss from `training_step`, backward, update; the loss."""
-    training_step = training_step_of(model)
-
-    def step(batch: Any) -> torch.Tensor:
-        loss = training_step(batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return loss
-
-    return step
-
-
-def train_epoch(
-    model: nn.Module, train_loader: Iterable, optimizer: torch.optim.Optimizer, step: Callable | None = None
-) -> dict[str, float]:
-    """One pass over the training data with the lesson's step (or `step`); the mean loss and accuracy.
-
-    The accuracy comes from the scores the model's forward pass returned in each step (a forward
-    hook). The values stay on the device and are read once, at the end: reading a GPU number from
-    Python after every step (`loss.item()`) would make the CPU wait for the GPU at every step.
-    """
-    step = step or lesson_step(model, optimizer)
-    epoch_end = getattr(model, "training_epoch_end", sample_means)
-    outputs, scores = [], []
-    hook = model.register_forward_hook(lambda module, inputs, output: scores.append(output.detach()))
-    try:
-        for batch in train_loader:
-            if not outputs:
-                _check_first_batch(model, batch)
-            loss, labels = step(batch).detach(), batch[1]
-            outputs.append({"train_loss": loss, "train_acc": accuracy(scores[-1], labels), "n": len(labels)})
-            scores.clear()
-    finally:
-        hook.remove()
-    if not outputs:
-        raise ValueError("fit got an empty training loader: it yielded no batches")
-    return epoch_end(outputs)
 
 
 # ==================================================================================================
@@ -664,7 +643,7 @@ def save_checkpoint(
     seed: int | None = None,
     rng: dict | None = None,
 ) -> Path:
-    """Save model, optimizer, epoch, history, seed and RNG states atomically (old file kept on a crash)."""
+    """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08)."""
     path = Path(path)
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -731,7 +710,7 @@ def load_checkpoint(
     optimizer: torch.optim.Optimizer | None = None,
     map_location: str | torch.device = "cpu",
 ) -> dict:
-    """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all.
+    """Load a checkpoint safely (`weights_only=True`) into `model` and `optimizer`; return it all (notebook 08).
 
     Tensors load to the CPU first (RNG states must live there); `load_state_dict` then copies the
     weights and optimizer state to wherever the model's parameters are. Every check passes before
@@ -762,7 +741,7 @@ def load_checkpoint(
 
 
 class TrainingDiverged(FloatingPointError):
-    """The loss became NaN or infinite; `.history` holds the epochs completed before it."""
+    """The loss became NaN or infinite; `.history` holds the epochs completed before it (notebook 08)."""
 
     def __init__(self, message: str, history: list[dict]):
         super().__init__(message)
@@ -770,7 +749,7 @@ class TrainingDiverged(FloatingPointError):
 
 
 class CheckpointNotSaved(OSError):
-    """An epoch finished but its checkpoint could not be written; `.history` holds the completed epochs."""
+    """An epoch finished but its checkpoint could not be written (notebook 08); `.history` has the completed epochs."""
 
     def __init__(self, message: str, history: list[dict]):
         super().__init__(message)
@@ -778,7 +757,7 @@ class CheckpointNotSaved(OSError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during `fit`; `.history` holds every completed epoch, and the weights match them."""
+    """Ctrl-C during `fit`; `.history` holds every completed epoch, and the weights match them (notebook 08)."""
 
     def __init__(self, message: str, history: list[dict]):
         super().__init__(message)
@@ -786,17 +765,40 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def check_hparams(epochs: Any, lr: Any) -> None:
-    """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number."""
+    """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number (notebook 05)."""
     if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
         raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
     if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
 
 
-def _progress_enabled(progress: bool | None) -> bool:
-    if progress is not None:
-        return progress
-    return os.environ.get("HELPERS_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
+def lesson_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], dict]:
+    """Make the lesson's training step for one batch (notebook 05): loss, backward, update, zero the gradients."""
+    training_step = training_step_of(model)
+
+    def step(batch: Any) -> dict:
+        out = training_step(batch)  # {"loss": ...} and what else the model measured
+        out["loss"].backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return out
+
+    return step
+
+
+def train_epoch(model: nn.Module, train_loader: Iterable, step: Callable[[Any], dict]) -> dict[str, float]:
+    """One pass of `step` over the training data (notebook 05); the means of what each step measured.
+
+    The values stay on the device and are read once, at the end: `loss.item()` after every step
+    would make the CPU wait for the GPU at every step.
+    """
+    t0 = time.perf_counter()
+    outputs = []
+    for batch in _checked_first(model, train_loader):
+        out = step(batch)
+        outputs.append(out | {"loss": out["loss"].detach()})
+    means = getattr(model, "training_epoch_end", sample_means)(outputs)
+    return {f"train_{k}": v for k, v in means.items()} | {"train_s": time.perf_counter() - t0}
 
 
 def fit(
@@ -807,60 +809,106 @@ def fit(
     val_loader: Iterable,
     opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
     *,
-    step: Callable = lesson_step,
+    make_step: Callable = lesson_step,
     progress: bool | None = None,
     checkpoint_path: str | Path | None = None,
     verbose: bool = True,
 ) -> list[dict]:
-    """Train for `epochs` epochs with `opt_func(model.parameters(), lr)`; return one dict per epoch.
+    """Train for `epochs` epochs with `opt_func(model.parameters(), lr)`; one dict per epoch (notebooks 05, 08).
 
-    Each dict holds val_loss, val_acc, train_loss, train_acc (measured while training), train_s
-    (training alone) and epoch_s (with validation). `step(model, optimizer)` makes the training step
-    (by default the lesson's). The progress bar is off with `progress=False` or HELPERS_PROGRESS=0.
-    With `checkpoint_path`, every epoch is saved and a checkpoint of the same call is resumed. A
-    NaN/inf loss raises `TrainingDiverged` (`NonFiniteData` when the data holds NaN) and Ctrl-C
-    `TrainingInterrupted`; each keeps the completed epochs in `.history` and the model with the
-    weights of the last completed epoch.
+    Each dict holds val_loss, val_acc, what the training steps measured (train_loss, train_acc), train_s
+    and epoch_s. `make_step(model, optimizer)` makes the training step: by default the lesson's.
+    `CompletedEpochs` keeps what notebook 08 adds: resuming from `checkpoint_path` and saving every epoch
+    there; on a NaN loss (`TrainingDiverged`, or `NonFiniteData` when the data holds NaN) or Ctrl-C
+    (`TrainingInterrupted`), the weights of the last completed epoch, and the epochs in `.history`.
     """
     check_hparams(epochs, lr)
     optimizer = opt_func(model.parameters(), lr)
-    train_step = step(model, optimizer)
-    hparams = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-    history = _resume(checkpoint_path, model, optimizer, train_loader, hparams) if checkpoint_path else []
-    good_weights = copy.deepcopy(model.state_dict())
-    try:
-        for epoch in range(len(history), epochs):
+    train_step = make_step(model, optimizer)
+    with CompletedEpochs(model, optimizer, (train_loader, val_loader), epochs, lr, opt_func, checkpoint_path) as done:
+        for epoch in range(len(done.history), epochs):
             t0 = time.perf_counter()
-            result = train_epoch(model, _with_progress(train_loader, progress, epoch), optimizer, train_step)
-            result["train_s"] = time.perf_counter() - t0
-            result = evaluate(model, val_loader) | result
-            result["epoch_s"] = time.perf_counter() - t0
-            _stop_if_diverged(result, epoch, lr, model, good_weights, history, (train_loader, val_loader))
-            history.append(result)
-            good_weights = copy.deepcopy(model.state_dict())
+            result = train_epoch(model, progress_bar(train_loader, epoch, progress), train_step)
+            result = evaluate(model, val_loader) | result | {"epoch_s": time.perf_counter() - t0}
+            done.add(epoch, result)  # a NaN loss stops here; else history, weights and checkpoint are kept
             if verbose and hasattr(model, "epoch_end"):
                 model.epoch_end(epoch, result)
-            if checkpoint_path is not None:
-                _save_epoch(checkpoint_path, model, optimizer, history, hparams, train_loader)
-    except NonFiniteData as err:
-        model.load_state_dict(good_weights)
-        err.history = history
-        raise
-    except KeyboardInterrupt:
-        model.load_state_dict(good_weights)
-        where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
-        print(f"Interrupted: kept {len(history)} completed epochs{where}")
-        raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
-    return history
+    return done.history
 
 
-def _with_progress(loader: Iterable, progress: bool | None, epoch: int) -> Iterable:
-    """The loader, wrapped in a tqdm progress bar unless progress bars are off."""
-    if not _progress_enabled(progress):
+def _checked_first(model: nn.Module, loader: Iterable) -> Iterator:
+    """The batches of `loader`, the first one checked (`_check_first_batch`); a ValueError if there are none."""
+    batches = iter(loader)
+    first = next(batches, None)
+    if first is None:
+        raise ValueError("fit got an empty training loader: it yielded no batches")
+    _check_first_batch(model, first)
+    yield first
+    yield from batches
+
+
+def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
+    """The loader in a tqdm progress bar, unless `progress=False` or HELPERS_PROGRESS=0 turns bars off (notebook 05)."""
+    if progress is None:
+        progress = os.environ.get("HELPERS_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
+    if not progress:
         return loader
     from tqdm.auto import tqdm
 
     return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+
+
+class CompletedEpochs:
+    """What notebook 08 adds around `fit`'s loop, in one place: nothing that one completed epoch did is lost.
+
+    With `checkpoint_path`, a checkpoint of the same `fit` call is resumed and every completed epoch is
+    saved there. On any error in an epoch (a NaN loss, Ctrl-C, ...) the model gets the weights of the
+    last completed epoch back, and the error carries the completed epochs in `.history`.
+    """
+
+    def __init__(self, model, optimizer, loaders, epochs, lr, opt_func, checkpoint_path=None):
+        self.model, self.optimizer, self.loaders, self.path = model, optimizer, loaders, checkpoint_path
+        self.lr = float(lr)
+        self.hparams = {"epochs": epochs, "lr": self.lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+        self.history = _resume(checkpoint_path, model, optimizer, loaders[0], self.hparams) if checkpoint_path else []
+        self.weights = copy.deepcopy(model.state_dict())
+
+    def __enter__(self) -> CompletedEpochs:
+        return self
+
+    def add(self, epoch: int, result: dict) -> None:
+        """Keep a completed epoch: its result, the weights, the checkpoint; or raise if its loss is not finite."""
+        if not all(math.isfinite(v) for k, v in result.items() if k.endswith("_loss")):
+            for loader, name in zip(self.loaders, ("training", "validation")):
+                _blame_the_data(loader, name)
+            raise TrainingDiverged(_diverged(epoch, self.lr, result), self.history)
+        self.history.append(result)
+        self.weights = copy.deepcopy(self.model.state_dict())
+        if self.path is not None:
+            _save_epoch(self.path, self.model, self.optimizer, self.history, self.hparams, self.loaders[0])
+
+    def __exit__(self, kind: type | None, error: BaseException | None, traceback: Any) -> None:
+        if error is None:
+            return
+        self.model.load_state_dict(self.weights)  # the one place that puts the weights back
+        if isinstance(error, NonFiniteData):
+            error.history = self.history
+        if isinstance(error, KeyboardInterrupt) and not isinstance(error, TrainingInterrupted):
+            where = f" (saved in {self.path}; call fit again with it to resume)" if self.path else ""
+            print(f"Interrupted: kept {len(self.history)} completed epochs{where}")
+            message = f"training interrupted after {len(self.history)} completed epochs"
+            raise TrainingInterrupted(message, self.history) from None
+
+
+def _diverged(epoch: int, lr: float, result: dict) -> str:
+    """What to say when the loss of `epoch` is NaN or infinite: the weights kept, and a safer learning rate."""
+    kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
+    safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
+    return (
+        f"Training diverged in epoch {epoch}: the loss became {result['train_loss']} at lr={lr:g}. "
+        f"The model keeps {kept}. Try a lower learning rate, such as lr={safer:g}"
+        + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else ".")
+    )
 
 
 def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
@@ -903,28 +951,6 @@ def _save_epoch(path, model, optimizer, history, hparams, loader) -> None:
         ) from err
 
 
-def _stop_if_diverged(
-    result: dict, epoch: int, lr: float, model: nn.Module, good_weights: dict, history: list, loaders: tuple
-) -> None:
-    """Raise TrainingDiverged, with the last good weights put back, if a loss is NaN or infinite.
-
-    NaN or infinite values in the data make the loss NaN at any learning rate: that is NonFiniteData.
-    """
-    if all(math.isfinite(result[k]) for k in ("val_loss", "train_loss")):
-        return
-    model.load_state_dict(good_weights)
-    for loader, name in zip(loaders, ("training", "validation")):
-        _blame_the_data(loader, name)
-    kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
-    safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
-    raise TrainingDiverged(
-        f"Training diverged in epoch {epoch}: the loss became {result['train_loss']} at lr={lr:g}. "
-        f"The model keeps {kept}. Try a lower learning rate, such as lr={safer:g}"
-        + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else "."),
-        history,
-    )
-
-
 # ==================================================================================================
 # 7. Plots and predictions (notebooks 02 and 06)
 # ==================================================================================================
@@ -947,34 +973,6 @@ def show_source(*objects: Any) -> None:
         print(code)
 
 
-RESULTS_MIME = "application/vnd.series.results+json"  # where notebooks/series.py finds a notebook's results
-
-
-def format_value(value: Any) -> str:
-    """A result as a person reads it: floats to four places (tiny ones as 1.2e-07), in lists and dicts too."""
-    if isinstance(value, float):
-        return f"{value:.1e}" if 0 < abs(value) < 5e-4 else f"{value:.4f}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ", ".join(map(format_value, value)) + "]"
-    if isinstance(value, dict):
-        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
-    return str(value)
-
-
-def record_results(results: dict[str, Any]) -> None:
-    """Keep a notebook's key results, exact, for the run report, without showing the learner a table."""
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        get_ipython = None
-    if get_ipython is None or get_ipython() is None:
-        print("\n".join(f"{key}: {format_value(value)}" for key, value in results.items()))
-        return
-    exact = json.loads(json.dumps(results))  # JSON's own types: dict keys become strings
-    display({RESULTS_MIME: exact, "text/plain": ""}, raw=True)
-
-
 def _pyplot():
     import matplotlib.pyplot as plt
 
@@ -982,7 +980,7 @@ def _pyplot():
 
 
 def show_batch(loader: Iterable, nrow: int = 16):
-    """Show the first batch of `loader` as one grid of images; return the Figure."""
+    """Show the first batch of `loader` as one grid of images; return the Figure (notebook 02)."""
     from torchvision.utils import make_grid
 
     images, _ = next(iter(loader))
@@ -1009,18 +1007,18 @@ def _plot_curves(history: Sequence[dict], keys: dict[str, str], ylabel: str, tit
 
 
 def plot_losses(history: Sequence[dict]):
-    """Training and validation loss against epoch; return the Figure."""
+    """Training and validation loss against epoch; return the Figure (notebook 06)."""
     return _plot_curves(history, {"train_loss": "training", "val_loss": "validation"}, "loss", "Loss vs. No. of epochs")
 
 
 def plot_accuracies(history: Sequence[dict]):
-    """Training and validation accuracy against epoch; return the Figure."""
+    """Training and validation accuracy against epoch; return the Figure (notebook 06)."""
     keys = {"train_acc": "training (while learning)", "val_acc": "validation"}
     return _plot_curves(history, keys, "accuracy", "Accuracy vs. No. of epochs")
 
 
 def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.device | None = None) -> int:
-    """The class `model` predicts for one image of shape [1, 28, 28] or [28, 28]."""
+    """The class `model` predicts for one image of shape [1, 28, 28] or [28, 28] (notebook 06)."""
     if img.dim() not in (2, 3) or tuple(img.shape[-2:]) != (28, 28) or (img.dim() == 3 and img.size(0) != 1):
         raise ValueError(f"predict_image wants one image of shape [1, 28, 28] or [28, 28]; got {list(img.shape)}")
     device = torch.device(device) if device is not None else model_device(model)
@@ -1030,7 +1028,7 @@ def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.devic
 
 
 def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor]:
-    """Labels, predicted classes and class probabilities for every sample of `loader` (on the CPU)."""
+    """Labels, predicted classes and class probabilities for every sample of `loader` (on the CPU) (notebook 07)."""
     labels, probs = [], []
     with eval_mode(model):
         for images, batch_labels in loader:
@@ -1048,7 +1046,7 @@ def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor
 
 
 def confusion_matrix(labels: torch.Tensor, preds: torch.Tensor, num_classes: int = 10) -> torch.Tensor:
-    """Counts [true class, predicted class] as an int64 tensor."""
+    """Counts [true class, predicted class] as an int64 tensor (notebook 07)."""
     if labels.shape != preds.shape or labels.dim() != 1:
         raise ValueError(
             f"labels and preds must be 1-D and of one length; got {list(labels.shape)} and {list(preds.shape)}"
@@ -1060,13 +1058,13 @@ def confusion_matrix(labels: torch.Tensor, preds: torch.Tensor, num_classes: int
 
 
 def per_class_accuracy(cm: torch.Tensor) -> torch.Tensor:
-    """Accuracy for each true class, from a confusion matrix (NaN for a class with no samples)."""
+    """Accuracy for each true class, from a confusion matrix (NaN for a class with no samples) (notebook 07)."""
     totals = cm.sum(dim=1).double()
     return cm.diagonal().double() / totals
 
 
 def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = None):
-    """Draw a confusion matrix with the counts in its cells; return the Figure."""
+    """Draw a confusion matrix with the counts in its cells; return the Figure (notebook 07)."""
     plt = _pyplot()
     names = list(class_names) if class_names is not None else [str(i) for i in range(len(cm))]
     fig, ax = plt.subplots(figsize=(7, 6))
@@ -1085,7 +1083,7 @@ def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = 
 
 
 def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -> torch.Tensor:
-    """Indices of the `k` wrong predictions made with the highest probability, most confident first."""
+    """Indices of the `k` wrong predictions made with the highest probability, most confident first (notebook 07)."""
     wrong = (predictions["preds"] != predictions["labels"]).nonzero().flatten()
     confidence = predictions["probs"][wrong, predictions["preds"][wrong]]
     return wrong[confidence.argsort(descending=True)[:k]]
@@ -1094,7 +1092,7 @@ def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -
 def show_mistakes(
     dataset: Dataset, predictions: dict[str, torch.Tensor], indices: Sequence[int] | None = None, ncols: int = 8
 ):
-    """A grid of misclassified images titled 'true / predicted'; return the Figure."""
+    """A grid of misclassified images titled 'true / predicted'; return the Figure (notebook 07)."""
     if indices is None:
         indices = (predictions["preds"] != predictions["labels"]).nonzero().flatten()[:32]
     indices = [int(i) for i in indices]
@@ -1138,7 +1136,7 @@ def _as_uint8_images(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor] | No
 
 
 class DeviceResidentLoader:
-    """A whole split held as tensors on the device, shuffled with `randperm`: no per-sample work.
+    """A whole split held as tensors on the device, shuffled with `randperm`: no per-sample work (notebook 09).
 
     Yields `(images, labels)` batches like the lesson's loaders (float32 `[B, 1, 28, 28]` in [0, 1],
     int64 labels), so it is a drop-in for `DeviceDataLoader`. MNIST stays uint8 on the device (4x
@@ -1149,7 +1147,7 @@ class DeviceResidentLoader:
         self,
         images: torch.Tensor,
         labels: torch.Tensor,
-        batch_size: int = 128,
+        batch_size: int = LESSON.batch_size,
         shuffle: bool = False,
         device: str | torch.device | None = None,
         drop_last: bool = False,
@@ -1168,7 +1166,7 @@ class DeviceResidentLoader:
         self.generator = torch.Generator(device=gen_device).manual_seed(seed)
 
     @classmethod
-    def from_dataset(cls, dataset: Dataset, batch_size: int = 128, **kwargs: Any) -> DeviceResidentLoader:
+    def from_dataset(cls, dataset: Dataset, batch_size: int = LESSON.batch_size, **kwargs: Any) -> DeviceResidentLoader:
         """Convert a dataset once: MNIST (or a split of it) directly, anything else sample by sample."""
         fast = _as_uint8_images(dataset)
         if fast is None:
@@ -1206,16 +1204,24 @@ class DeviceResidentLoader:
 
 
 def lesson_loaders(
-    train_set: Dataset, val_set: Dataset, test_set: Dataset, device: torch.device, seed: int, resident: bool = False
-) -> tuple[Iterable, Iterable, Iterable]:
-    """Training, validation and test loaders with batches on `device`: the lesson's, or device-resident."""
-    if resident:
-        keep = partial(DeviceResidentLoader.from_dataset, device=device)
-        test, val = keep(test_set, LESSON.val_batch_size), keep(val_set, LESSON.val_batch_size)
-        return keep(train_set, LESSON.batch_size, shuffle=True, seed=seed), val, test
+    train_set: Dataset, val_set: Dataset, *more: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[Iterable, ...]:
+    """The lesson's loaders with batches on `device` (notebooks 02 and 04): training shuffled, then evaluation."""
     train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
-    test_dl = DataLoader(test_set, LESSON.val_batch_size)
-    return tuple(DeviceDataLoader(dl, device) for dl in (train_dl, val_dl, test_dl))
+    more_dls = [DataLoader(dataset, LESSON.val_batch_size) for dataset in more]
+    return tuple(DeviceDataLoader(dl, device) for dl in (train_dl, val_dl, *more_dls))
+
+
+def resident_loaders(
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[DeviceResidentLoader, ...]:
+    """The same batches from tensors kept on `device` (notebook 09): training shuffled, then evaluation."""
+    keep = partial(DeviceResidentLoader.from_dataset, device=device)
+    train = keep(train_set, LESSON.batch_size, shuffle=True, seed=seed)
+    return (train, *(keep(dataset, LESSON.val_batch_size) for dataset in evaluation))
+
+
+PIPELINES = {"lesson": lesson_loaders, "resident": resident_loaders}  # input pipeline -> its loaders
 
 
 def train_lesson(
@@ -1223,39 +1229,42 @@ def train_lesson(
     device: str | torch.device | None = None,
     epochs: Sequence[int] = LESSON.epochs,
     lrs: Sequence[float] = LESSON.lrs,
-    resident: bool = False,
+    pipeline: str = "lesson",
     limit: int | None = None,
     save: str | Path | None = None,
     seed: int = LESSON.seed,
     hidden_size: int = 32,
     *,
-    step: Callable = lesson_step,
+    make_step: Callable = lesson_step,
     prepare: Callable[[nn.Module], nn.Module] | None = None,
-    loaders: Callable = lesson_loaders,
+    pipelines: dict[str, Callable] = PIPELINES,
 ) -> dict:
-    """The lesson end to end: split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
+    """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
 
     Returns the trained model, its history and the test loss and accuracy. It trains the lesson's
     schedule with `helpers`' seeded loaders, so its numbers differ a little from notebook 05's run.
-    `step` (as in `fit`), `prepare` (applied to the model before training) and `loaders` (as
-    `lesson_loaders`) let later notebooks change one part.
+    `pipeline` names the loaders in `pipelines`; `make_step` (as in `fit`) and `prepare` (applied to
+    the model before training) let later notebooks change one part.
     """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     for n, lr in zip(epochs, lrs):
         check_hparams(n, lr)
+    if pipeline not in pipelines:
+        raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, pipelines))}")
     device = get_default_device(device)
     if save:
         helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
     print(describe_device(device))
     seed_everything(seed)
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    train_loader, val_loader, test_loader = loaders(train_set, val_set, load_mnist(root, False), device, seed, resident)
+    test_set = load_mnist(root, train=False)
+    train_loader, val_loader, test_loader = pipelines[pipeline](train_set, val_set, test_set, device=device, seed=seed)
     model = to_device(MnistModel(784, hidden_size, 10), device)
     model = prepare(model) if prepare else model
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader, step=step)
+        history += fit(n, lr, model, train_loader, val_loader, make_step=make_step)
     test = evaluate(model, test_loader)
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
     if save:
@@ -1264,7 +1273,5 @@ def train_lesson(
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 
-if __name__ == "__main__":  # `python helpers.py ...` and `torchrun ... helpers.py ...`: run the command line,
-    import runpy  # helpers_cli.py as a script, which imports this module as `helpers`, as every other does
-
-    runpy.run_path(str(Path(__file__).with_name("helpers_cli.py")), run_name="__main__")
+if __name__ == "__main__":
+    sys.exit("helpers.py is the lesson's module; the command line is helpers_cli.py: python helpers_cli.py --help")

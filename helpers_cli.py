@@ -1,11 +1,9 @@
 """The command line of the series: the lesson's run, benchmarks and a speedrun, as in PyTorch's MNIST example.
 
-    python helpers.py train                  # the lesson: fit(5, 0.5), fit(5, 0.1), test accuracy
-    torchrun --standalone --nproc_per_node=2 helpers.py train   # the same, data parallel
-    python helpers.py --dry-run train        # a quick check
-    python helpers.py --help
-
-`python helpers.py ...` hands over to `cli()` here, so the commands a learner knows keep working.
+python helpers_cli.py train                  # the lesson: fit(5, 0.5), fit(5, 0.1), test accuracy
+torchrun --standalone --nproc_per_node=2 helpers_cli.py train   # the same, data parallel
+python helpers_cli.py train --dry-run        # a quick check
+python helpers_cli.py --help
 """
 
 from __future__ import annotations
@@ -17,7 +15,7 @@ from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
-from helpers import LESSON, TrainingDiverged, check_hparams
+from helpers import LESSON, PIPELINES, TrainingDiverged, check_hparams
 from helpers_data import MnistUnavailable, check_writable
 from helpers_ddp import benchmark_ddp, train_distributed
 from helpers_speed import (
@@ -25,6 +23,7 @@ from helpers_speed import (
     COMPILE_MODES,
     SPEED_MODELS,
     bench_report,
+    benchmark_fit,
     benchmark_pipelines,
     benchmark_speed,
     compile_model,
@@ -38,7 +37,7 @@ from helpers_speed import (
 
 def main(argv: Sequence[str] | None = None) -> int:
     """The command line; raises what it finds wrong (`cli` prints it as one line)."""
-    parser = argparse.ArgumentParser(prog="helpers.py", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="helpers_cli.py", description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data", help="data root; MNIST goes to DATA/MNIST/raw (default: data)")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
@@ -53,7 +52,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
     train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
     train.add_argument(
-        "--resident", "--fast", action="store_true", help="feed the model from device-resident tensors (09)"
+        "--pipeline",
+        choices=list(PIPELINES),
+        default="lesson",
+        help="input pipeline: resident keeps the data on the device (09)",
+    )
+    train.add_argument(
+        "--resident", "--fast", dest="pipeline", action="store_const", const="resident", help="--pipeline resident"
     )
     train.add_argument("--save", default=None, help="save the trained state_dict to this file")
     train.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="mixed precision: autocast to this dtype")
@@ -65,6 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
     bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
     bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
+    bench.add_argument("--fit", action="store_true", help="helpers.fit against a bare loop over the same data instead")
     bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
     bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp and speed")
     bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
@@ -87,11 +93,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             backend=args.backend,
             epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
             lrs=args.lr,
-            resident=args.resident,
+            pipeline=args.pipeline,
             limit=limit,
             save=args.save,
             seed=args.seed,
-            step=mixed_precision(args.amp),
+            make_step=mixed_precision(args.amp),
             prepare=partial(compile_model, mode=args.compile) if args.compile else None,
         )
     elif args.command == "bench" and args.ddp:
@@ -104,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             out_dir=args.out,
             seed=args.seed,
         )
+    elif args.command == "bench" and args.fit:
+        result = benchmark_fit(
+            args.data, args.device, rounds=2 if args.dry_run else args.epochs + 1, limit=limit, seed=args.seed
+        )
+        write_bench(Path(args.out) / "fit.json", fit=[result])
     elif args.command == "bench":
         devices = args.devices or ([args.device] if args.device else None)
         epochs = 1 if args.dry_run else args.epochs

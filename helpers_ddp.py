@@ -5,7 +5,7 @@ through DDP and its epoch averages sum over the processes; the sharded loaders g
 share of the batches one process would form. With one process every function here is the plain run,
 so the single-process run is the world-size-1 case of the same code.
 
-    torchrun --standalone --nproc_per_node=2 helpers.py train
+    torchrun --standalone --nproc_per_node=2 helpers_cli.py train
 """
 
 from __future__ import annotations
@@ -31,17 +31,18 @@ import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
 from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
-import helpers
 import helpers_data
 from helpers import (
     LESSON,
     DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
+    accelerator_count,
     get_default_device,
+    lesson_step,
     load_mnist,
     loader_settings,
-    sample_means,
+    sample_sums,
     seed_everything,
     split_dataset,
     to_device,
@@ -193,28 +194,34 @@ class ShardedResidentLoader(DeviceResidentLoader):
         return super().batch_indices(order, i)[self.rank :: self.world_size]
 
 
-def sharded_loaders(
-    train_set: Dataset, val_set: Dataset, test_set: Dataset, device: torch.device, seed: int, resident: bool = False
-) -> tuple[Iterable, Iterable, Iterable]:
-    """`helpers.lesson_loaders`, each process taking its share of every batch (for `train_lesson(loaders=...)`)."""
-    sizes = (LESSON.batch_size, LESSON.val_batch_size, LESSON.val_batch_size)
-    if resident:
-        keep = partial(ShardedResidentLoader.from_dataset, device=device)
-        train = keep(train_set, sizes[0], shuffle=True, seed=seed)
-        return train, keep(val_set, sizes[1], uneven=True), keep(test_set, sizes[2], uneven=True)
+def sharded_lesson_loaders(
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[DeviceDataLoader, ...]:
+    """`helpers.lesson_loaders`, each process taking its share of every batch."""
     cores = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # this machine's processes share them
     settings = loader_settings(device, cores)
     generator = torch.Generator().manual_seed(seed)
-    samplers = [
-        ShardedSampler(torch.utils.data.RandomSampler(train_set, generator=generator), sizes[0]),
-        ShardedSampler(range(len(val_set)), sizes[1], uneven=True),
-        ShardedSampler(range(len(test_set)), sizes[2], uneven=True),
-    ]
-    loaders = [
-        DataLoader(data, sampler.shard_size, sampler=sampler, generator=generator, **settings)
-        for data, sampler in zip((train_set, val_set, test_set), samplers)
-    ]
-    return tuple(DeviceDataLoader(dl, device) for dl in loaders)
+    samplers = [ShardedSampler(torch.utils.data.RandomSampler(train_set, generator=generator), LESSON.batch_size)]
+    samplers += [ShardedSampler(range(len(dataset)), LESSON.val_batch_size, uneven=True) for dataset in evaluation]
+    return tuple(
+        DeviceDataLoader(
+            DataLoader(dataset, sampler.shard_size, sampler=sampler, generator=generator, **settings), device
+        )
+        for dataset, sampler in zip((train_set, *evaluation), samplers)
+    )
+
+
+def sharded_resident_loaders(
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[ShardedResidentLoader, ...]:
+    """`helpers.resident_loaders`, each process taking its share of every batch."""
+    keep = partial(ShardedResidentLoader.from_dataset, device=device)
+    train = keep(train_set, LESSON.batch_size, shuffle=True, seed=seed)
+    return (train, *(keep(dataset, LESSON.val_batch_size, uneven=True) for dataset in evaluation))
+
+
+# helpers.PIPELINES, each process taking its share of every batch
+SHARDED_PIPELINES = {"lesson": sharded_lesson_loaders, "resident": sharded_resident_loaders}
 
 
 # ==================================================================================================
@@ -233,7 +240,7 @@ class _TrainingStep(nn.Module):
         return self.training_step(batch)
 
 
-def _mean_over_the_batch(share, bucket):  # no annotations: DDP compares them with its own types
+def mean_over_the_batch(share, bucket):  # no annotations: DDP compares them with its own types
     """DDP's gradient all-reduce, each process's gradients weighed by its share of the batch.
 
     Each process's gradient is the mean over its share; weighing it by (its images / the batch's)
@@ -258,7 +265,7 @@ def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
     device_ids = [device] if device.type == "cuda" else None
     ddp = DistributedDataParallel(_TrainingStep(model, own_step), device_ids=device_ids)
     share = {"weight": torch.ones((), device=device)}
-    ddp.register_comm_hook(share, _mean_over_the_batch)
+    ddp.register_comm_hook(share, mean_over_the_batch)
 
     def training_step(batch: Any) -> torch.Tensor:
         images = torch.full((), float(len(batch[1])), device=device)
@@ -266,8 +273,15 @@ def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
         return ddp(batch)
 
     model.training_step = training_step
-    model.training_epoch_end = model.validation_epoch_end = partial(sample_means, total=all_reduce_sum)
+    model.training_epoch_end = model.validation_epoch_end = sample_means_over_processes
     return model
+
+
+def sample_means_over_processes(outputs: Sequence[dict]) -> dict[str, float]:
+    """`helpers.sample_means` over the samples of every process: the sums all-reduced before they divide."""
+    names, sums = sample_sums(outputs)
+    *sums, count = all_reduce_sum(sums).tolist()  # the one read
+    return {k: value / count for k, value in zip(names, sums)}
 
 
 # ==================================================================================================
@@ -303,7 +317,7 @@ def init_distributed(
         if "OMP_NUM_THREADS" not in os.environ:  # share the cores instead of each process taking them all
             torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
     else:
-        count = helpers._accelerator_count()
+        count = accelerator_count()
         if local_world > count:
             raise ValueError(
                 f"{local_world} processes on this machine but only {count} {device.type} device(s): launch "
@@ -360,7 +374,7 @@ def train_distributed(
             return data_parallel(prepare(model) if prepare else model, device)
 
         save = save if rank == 0 else None
-        result = train_lesson(device=device, save=save, prepare=parallel, loaders=sharded_loaders, **train_kwargs)
+        result = train_lesson(device=device, save=save, prepare=parallel, pipelines=SHARDED_PIPELINES, **train_kwargs)
         barrier()  # the saved file is complete before any process returns
         return result
     finally:
@@ -485,8 +499,8 @@ def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out
                 ("DDP", data_parallel(copy.deepcopy(net), device), share),
                 ("no communication", copy.deepcopy(net), share),
             ):
-                optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
-                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer), "epoch_s": []})
+                step = lesson_step(model, torch.optim.SGD(model.parameters(), LESSON.lrs[0]))
+                runs.append({"hidden": hidden, "config": config, "run": (model, data, step), "epoch_s": []})
         for _ in range(settings["epochs"]):
             for run in runs:
                 alone = run["config"] == "1 process"

@@ -1,7 +1,7 @@
 """Speed, for notebooks 09 and 11: input pipelines and speed features measured side by side, mixed
 precision, TF32, torch.compile, a speedrun, the profiler, and the benchmark file with the README's block.
 
-Everything here composes around the lesson's functions in `helpers`: `fit(..., step=mixed_precision(...))`
+Everything here composes around the lesson's functions in `helpers`: `fit(..., make_step=mixed_precision(...))`
 trains under autocast with a GradScaler, and `compile_model(model)` compiles its forward pass in place.
 """
 
@@ -22,10 +22,12 @@ from typing import Any
 
 import torch
 import torch.nn as nn
+import torch.nn.functional as F
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
 from helpers import (
     LESSON,
+    PIPELINES,
     DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
@@ -111,38 +113,46 @@ def _pyplot():
 # Input pipelines: the lesson's against tuned and device-resident ones (notebook 09)
 # ==================================================================================================
 
-PIPELINES = ("lesson", "tuned", "resident")
+
+def taught_loaders(
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[DeviceDataLoader, ...]:
+    """The loaders exactly as notebook 02 teaches them: PIL to tensor per image, 2 workers restarted every epoch."""
+    kw = {"num_workers": 2, "pin_memory": device.type == "cuda"}
+    generator = torch.Generator().manual_seed(seed)
+    train = DataLoader(train_set, LESSON.batch_size, shuffle=True, generator=generator, **kw)
+    evals = [DataLoader(dataset, LESSON.val_batch_size, shuffle=True, **kw) for dataset in evaluation]
+    return tuple(DeviceDataLoader(dl, device) for dl in (train, *evals))
 
 
-def _bench_loaders(pipeline: str, train_set: Dataset, val_set: Dataset, device: torch.device, seed: int):
-    """Training and validation loaders for one benchmark pipeline, yielding batches on `device`."""
-    cuda = device.type == "cuda"
-    if pipeline == "lesson":  # as taught: PIL to tensor per sample, 2 workers restarted every epoch
-        kw = {"num_workers": 2, "pin_memory": cuda}
-        train = DataLoader(train_set, 128, shuffle=True, generator=torch.Generator().manual_seed(seed), **kw)
-        val = DataLoader(val_set, 256, shuffle=True, **kw)
-        return DeviceDataLoader(train, device), DeviceDataLoader(val, device)
-    if pipeline == "tuned":  # tensors made once; whole batches indexed at a time; persistent workers
-        loaders = []
-        for ds, bs, shuffle in ((train_set, 128, True), (val_set, 256, False)):
-            tensors = DeviceResidentLoader.from_dataset(ds, bs, device="cpu")
-            tds = TensorDataset(tensors.images.float().div_(255), tensors.labels)
-            base = RandomSampler(tds, generator=torch.Generator().manual_seed(seed)) if shuffle else range(len(tds))
-            sampler = BatchSampler(base, bs, drop_last=False)
-            dl = DataLoader(tds, sampler=sampler, batch_size=None, **loader_settings(device))
-            loaders.append(DeviceDataLoader(dl, device))
-        return tuple(loaders)
-    if pipeline == "resident":
-        train = DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=device, seed=seed)
-        return train, DeviceResidentLoader.from_dataset(val_set, 256, device=device)
-    raise ValueError(f"unknown pipeline {pipeline!r}; choose from {', '.join(PIPELINES)}")
+def tuned_loaders(
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[DeviceDataLoader, ...]:
+    """Tensors made once; whole batches indexed at a time; workers only with cores to spare (notebook 09)."""
+    loaders = []
+    for dataset, size, shuffle in (
+        (train_set, LESSON.batch_size, True),
+        *((d, LESSON.val_batch_size, False) for d in evaluation),
+    ):
+        tensors = DeviceResidentLoader.from_dataset(dataset, size, device="cpu")
+        tds = TensorDataset(tensors.images.float().div_(255), tensors.labels)
+        base = RandomSampler(tds, generator=torch.Generator().manual_seed(seed)) if shuffle else range(len(tds))
+        dl = DataLoader(
+            tds, sampler=BatchSampler(base, size, drop_last=False), batch_size=None, **loader_settings(device)
+        )
+        loaders.append(DeviceDataLoader(dl, device))
+    return tuple(loaders)
+
+
+# The benchmark's pipelines: the lesson's as taught, tuned, and helpers' device-resident one.
+BENCH_PIPELINES = {"lesson": taught_loaders, "tuned": tuned_loaders, "resident": PIPELINES["resident"]}
 
 
 def benchmark_pipelines(
     root: str | Path = "data",
     devices: Sequence[str] | None = None,
     epochs: int = 3,
-    pipelines: Sequence[str] = PIPELINES,
+    pipelines: Sequence[str] = tuple(BENCH_PIPELINES),
     limit: int | None = None,
     out_dir: str | Path | None = None,
     seed: int = LESSON.seed,
@@ -160,9 +170,9 @@ def benchmark_pipelines(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
-    unknown = [p for p in pipelines if p not in PIPELINES]
+    unknown = [p for p in pipelines if p not in BENCH_PIPELINES]
     if unknown:
-        raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(PIPELINES)}")
+        raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(BENCH_PIPELINES)}")
     devices = [str(as_device(d)) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     default_threads = torch.get_num_threads()
@@ -173,7 +183,7 @@ def benchmark_pipelines(
         if device.type == "cpu" and "resident" in pipelines and default_threads > 1:
             configs.append(("resident", 1))
         for pipeline, threads in configs:
-            train_loader, val_loader = _bench_loaders(pipeline, train_set, val_set, device, seed)
+            train_loader, val_loader = BENCH_PIPELINES[pipeline](train_set, val_set, device=device, seed=seed)
             seed_everything(seed)
             model = to_device(MnistModel(), device)
             runs.append(
@@ -267,15 +277,15 @@ def speedrun(
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / (epochs * len(train)))
     lesson = lesson_step(model, optimizer)
 
-    def step(batch: Any) -> torch.Tensor:  # the lesson's step, then the learning rate's
-        loss = lesson(batch)
+    def step(batch: Any) -> dict:  # the lesson's step, then the learning rate's
+        out = lesson(batch)
         schedule.step()
-        return loss
+        return out
 
     train_s, val_accs = 0.0, []
     for _ in range(epochs):
         t0 = time.perf_counter()
-        train_epoch(model, train, optimizer, step)  # ends with a read of its sums: the device has finished
+        train_epoch(model, train, step)  # ends with a read of its sums: the device has finished
         train_s += time.perf_counter() - t0
         val_accs.append(evaluate(model, val)["val_acc"])
     test_acc = evaluate(model, test)["val_acc"]  # the one and only look at the test set
@@ -297,6 +307,68 @@ def speedrun(
         f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
     )
     return result
+
+
+def benchmark_fit(
+    root: str | Path = "data",
+    device: str | torch.device | None = None,
+    rounds: int = 7,
+    limit: int | None = None,
+    seed: int = LESSON.seed,
+    verbose: bool = True,
+) -> dict:
+    """Seconds per epoch of `helpers.fit` against a bare loop over the same device-resident data.
+
+    The bare loop is the lesson's four lines and the same `evaluate`, nothing else. The two take turns,
+    one epoch each, from the same seeded weights; the ratio is of the medians, with each side's spread.
+    What fit adds (checks, training accuracy, progress, history, weights kept each epoch) is the difference.
+    """
+    if rounds < 2:
+        raise ValueError(f"rounds must be at least 2: the first is warm-up, timed apart; got {rounds}")
+    device = get_default_device(device)
+    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
+    train, val = PIPELINES["resident"](train_set, val_set, device=device, seed=seed)
+    seed_everything(seed)
+    models = {"fit": to_device(MnistModel(), device)}
+    models["bare loop"] = copy.deepcopy(models["fit"])
+    optimizer = torch.optim.SGD(models["bare loop"].parameters(), LESSON.lrs[0])
+
+    def bare_epoch() -> None:
+        model = models["bare loop"]
+        for images, labels in train:
+            loss = F.cross_entropy(model(images), labels)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        evaluate(model, val)
+
+    runs = {
+        "fit": lambda: fit(1, LESSON.lrs[0], models["fit"], train, val, progress=False, verbose=False),
+        "bare loop": bare_epoch,
+    }
+    seconds: dict[str, list[float]] = {name: [] for name in runs}
+    for _ in range(rounds):
+        for name, run in runs.items():
+            t0 = time.perf_counter()
+            run()  # each ends with evaluate's read of the device: the work has finished
+            seconds[name].append(time.perf_counter() - t0)
+    result = {"device": str(device), "images": len(train_set)}
+    result |= {name: epoch_times(times[1:]) for name, times in seconds.items()}
+    result["ratio"] = result["fit"]["epoch_s"] / result["bare loop"]["epoch_s"]
+    if verbose:
+        print(format_fit_overhead(result))
+    return result
+
+
+def format_fit_overhead(result: dict) -> str:
+    """`benchmark_fit`'s result as a Markdown table: each side's median epoch and spread, and their ratio."""
+    rows = [{"loop": name} | result[name] for name in ("fit", "bare loop")]
+    columns = {
+        "loop": lambda r: r["loop"],
+        "s/epoch": lambda r: f"{r['epoch_s']:.3f} ({_spread(r)})",
+        "vs bare loop": lambda r: f"{r['epoch_s'] / result['bare loop']['epoch_s']:.3f}x",
+    }
+    return f"{result['images']:,} images an epoch on {result['device']}\n" + markdown_table(rows, columns)
 
 
 # ==================================================================================================
@@ -390,28 +462,28 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
 
 
 def mixed_precision(amp: torch.dtype | str | None) -> Callable:
-    """A training step for `fit(..., step=...)`: the lesson's, under autocast to `amp`, with loss scaling.
+    """A training step maker for `fit(..., make_step=...)`: the lesson's, under autocast to `amp`, with loss scaling.
 
     Decided once, nanoGPT's way: the step has no branch. Without `amp` the autocast context does
     nothing and the GradScaler is disabled, which passes the loss and the step through unchanged.
     float16 scales the loss up so that small gradients do not round to zero; bfloat16 needs no scaling.
     """
 
-    def make_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], torch.Tensor]:
+    def make_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], dict]:
         device = model_device(model)
         dtype = autocast_dtype(amp, device)
         autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
         scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
         training_step = training_step_of(model)
 
-        def step(batch: Any) -> torch.Tensor:
+        def step(batch: Any) -> dict:
             with autocast:
-                loss = training_step(batch)
-            scaler.scale(loss).backward()
+                out = training_step(batch)
+            scaler.scale(out["loss"]).backward()
             scaler.step(optimizer)
             scaler.update()
             optimizer.zero_grad()
-            return loss
+            return out
 
         step.dtype = dtype  # what it autocasts to, to read back
         return step
@@ -492,13 +564,13 @@ def _same_order(loader: DeviceResidentLoader) -> DeviceResidentLoader:
 
 
 def _speed_config(config: str, sizes: Sequence[int], lr: float, train: DeviceResidentLoader, seed: int) -> dict:
-    """A fresh seeded model, its optimizer, its data and the switches of one `benchmark_speed` configuration."""
+    """A fresh seeded model, its training step, its data and the switches of one `benchmark_speed` configuration."""
     seed_everything(seed)
     model = to_device(mlp(*sizes), train.device)
     compile_model(model, {"compile": "default", "compile reduce-overhead": "reduce-overhead"}.get(config, False))
     optimizer = torch.optim.SGD(model.parameters(), lr)
     step = mixed_precision(AMP_DTYPES.get(config))(model, optimizer)
-    return {"model": model, "optimizer": optimizer, "step": step, "tf32": config == "tf32", "train": train}
+    return {"model": model, "step": step, "tf32": config == "tf32", "train": train}
 
 
 def benchmark_speed(
@@ -535,7 +607,7 @@ def benchmark_speed(
                 for run in runs.values():
                     with tf32(run["tf32"]):
                         t0 = time.perf_counter()
-                        train_epoch(run["model"], run["train"], run["optimizer"], run["step"])
+                        train_epoch(run["model"], run["train"], run["step"])
                         run["epoch_s"].append(time.perf_counter() - t0)  # train_epoch ends with a read: synced
             for name, run in runs.items():
                 rows.append(
@@ -603,7 +675,7 @@ def profile_training(
                 images, labels = next(batches)
                 synchronize(device)
             with record_function("forward"):
-                loss = training_step((images, labels))
+                loss = training_step((images, labels))["loss"]
                 synchronize(device)
             with record_function("backward"):
                 loss.backward()

@@ -19,7 +19,7 @@ def test_round_trip(tmp_path):
     torch.manual_seed(0)
     model = helpers.MnistModel()
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
-    model.training_step((torch.rand(4, 1, 28, 28), torch.tensor([1, 2, 3, 4]))).backward()
+    model.training_step((torch.rand(4, 1, 28, 28), torch.tensor([1, 2, 3, 4])))["loss"].backward()
     opt.step()
     history = [{"val_loss": 1.0, "val_acc": 0.5}]
     path = helpers.save_checkpoint(

@@ -19,7 +19,7 @@ def _loaders(n=512, seed=0):
 def _trained(step=helpers.lesson_step, compile=False):
     torch.manual_seed(0)
     model = helpers_speed.compile_model(helpers.MnistModel(), compile)
-    history = helpers.fit(2, 0.5, model, *_loaders(), progress=False, verbose=False, step=step)
+    history = helpers.fit(2, 0.5, model, *_loaders(), progress=False, verbose=False, make_step=step)
     return model, history
 
 
@@ -44,7 +44,7 @@ def test_bfloat16_autocast_runs_the_training_forward_pass_in_bfloat16():
     model = helpers.MnistModel()
     dtypes = _forward_dtypes(model)
     bfloat16 = helpers_speed.mixed_precision(torch.bfloat16)
-    history = helpers.fit(1, 0.5, model, *_loaders(), progress=False, verbose=False, step=bfloat16)
+    history = helpers.fit(1, 0.5, model, *_loaders(), progress=False, verbose=False, make_step=bfloat16)
     assert {d for training, d in dtypes if training} == {torch.bfloat16}
     assert {d for training, d in dtypes if not training} == {torch.float32}, "evaluation stays in float32"
     assert all(p.dtype == torch.float32 for p in model.parameters()), "the weights stay float32"
@@ -81,9 +81,9 @@ def test_clear_errors_for_what_the_device_cannot_do(monkeypatch):
     model = helpers.MnistModel()
     loaders = _loaders(64)
     with pytest.raises(ValueError, match=r"float16 autocast needs a GPU.*mixed_precision\(torch.bfloat16\)"):
-        helpers.fit(1, 0.5, model, *loaders, step=helpers_speed.mixed_precision(torch.float16))
+        helpers.fit(1, 0.5, model, *loaders, make_step=helpers_speed.mixed_precision(torch.float16))
     with pytest.raises(ValueError, match="amp must be torch.bfloat16, torch.float16 or None"):
-        helpers.fit(1, 0.5, model, *loaders, step=helpers_speed.mixed_precision("float8"))
+        helpers.fit(1, 0.5, model, *loaders, make_step=helpers_speed.mixed_precision("float8"))
     with pytest.raises(ValueError, match=r"reduce-overhead.*needs a CUDA GPU.*compile_model\(model\)"):
         helpers_speed.compile_model(model, "reduce-overhead")
     with pytest.raises(ValueError, match="mode must be True, False or one of default"):
@@ -106,9 +106,9 @@ def test_command_line_passes_the_switches(monkeypatch):
     seen = {}
     monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.update(kw))
     helpers_cli.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
-    assert seen["step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
+    assert seen["make_step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
     helpers_cli.main(["train"])
-    assert seen["step"].amp is None and seen["prepare"] is None
+    assert seen["make_step"].amp is None and seen["prepare"] is None
 
 
 @pytest.mark.cuda
@@ -121,7 +121,7 @@ def test_mixed_precision_trains_on_cuda(amp):
     dtypes = _forward_dtypes(model)
     train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in _loaders())
     history = helpers.fit(
-        2, 0.5, model, train, val, progress=False, verbose=False, step=helpers_speed.mixed_precision(amp)
+        2, 0.5, model, train, val, progress=False, verbose=False, make_step=helpers_speed.mixed_precision(amp)
     )
     assert {d for training, d in dtypes if training} == {amp}
     assert all(torch.isfinite(torch.tensor(h["train_loss"])) for h in history)
@@ -149,7 +149,7 @@ def test_mlp_layers():
 def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, monkeypatch):
     order = []
     real = helpers.train_epoch
-    monkeypatch.setattr(helpers_speed, "train_epoch", lambda *a: order.append((a[0], a[3].dtype)) or real(*a))
+    monkeypatch.setattr(helpers_speed, "train_epoch", lambda *a: order.append((a[0], a[2].dtype)) or real(*a))
     rows = helpers_speed.benchmark_speed(
         data_root, ["cpu"], models=["small"], configs=["float32", "bfloat16"], epochs=3, limit=512, verbose=False
     )

@@ -32,7 +32,7 @@ def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatc
     fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "samples_per_s", "val_acc"}
     assert all(fields | {"speedup_vs_lesson"} <= set(r) for r in rows)
     pipelines = [(r["pipeline"], r["threads"]) for r in rows]
-    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers_speed.PIPELINES]
+    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers_speed.BENCH_PIPELINES]
     if torch.get_num_threads() > 1:
         assert pipelines[3] == ("resident", 1)
     models = list(dict.fromkeys(order))
@@ -75,7 +75,7 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "train", "--fast"]) == 0
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
     saved = json.loads((tmp_path / "b" / "bench.json").read_text())
-    assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers_speed.PIPELINES)
+    assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers_speed.BENCH_PIPELINES)
     assert [r["config"] for r in saved["speed"]] == ["float32"], "a dry run compiles nothing, converts nothing"
     readme = tmp_path / "README.md"
     readme.write_text(

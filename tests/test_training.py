@@ -28,7 +28,7 @@ def _pretend(monkeypatch, accelerator, count=1):
     """Make helpers see `accelerator` ('cuda', 'mps', 'xpu' or None) with `count` devices."""
     device = torch.device(accelerator) if accelerator else None
     monkeypatch.setattr(helpers, "_accelerator", lambda: device)
-    monkeypatch.setattr(helpers, "_accelerator_count", lambda: count if device else 0)
+    monkeypatch.setattr(helpers, "accelerator_count", lambda: count if device else 0)
 
 
 @pytest.mark.parametrize("name", ["cuda", "cuda:7", "mps", "xpu"])
@@ -114,7 +114,7 @@ def test_synchronize_waits_for_cuda():
 def test_to_device_non_blocking_only_from_pinned_memory_to_cuda(monkeypatch):
     seen = []
     monkeypatch.setattr(helpers, "_accelerator", lambda: torch.device("cuda"))  # to_device checks the device exists
-    monkeypatch.setattr(helpers, "_accelerator_count", lambda: 1)
+    monkeypatch.setattr(helpers, "accelerator_count", lambda: 1)
     monkeypatch.setattr(torch.Tensor, "to", lambda self, *a, **kw: seen.append(kw.get("non_blocking")) or self)
     t = torch.ones(2)
     monkeypatch.setattr(torch.Tensor, "is_pinned", lambda self: True)
@@ -470,12 +470,23 @@ class LabelSmoothing(helpers.MnistModel):
         return nn.functional.cross_entropy(self(images), labels, label_smoothing=0.3)
 
 
-def test_fit_trains_through_the_models_own_training_step():
+class LabelSmoothingWithAccuracy(helpers.MnistModel):
+    """The same loss, reporting its accuracy too, as validation_step does: a dict with the loss in it."""
+
+    def training_step(self, batch):
+        images, labels = batch
+        out = self(images)
+        loss = nn.functional.cross_entropy(out, labels, label_smoothing=0.3)
+        return {"loss": loss, "acc": helpers.accuracy(out, labels), "n": len(labels)}
+
+
+@pytest.mark.parametrize("overridden", [LabelSmoothing, LabelSmoothingWithAccuracy])
+def test_fit_trains_through_the_models_own_training_step(overridden):
     x, y = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
     loader = helpers.DeviceResidentLoader(x, y, 64, device="cpu")
     torch.manual_seed(0)
     plain = helpers.MnistModel()
-    smoothed = LabelSmoothing()
+    smoothed = overridden()
     smoothed.load_state_dict(plain.state_dict())
     with torch.no_grad():
         out = plain(x)
@@ -484,7 +495,28 @@ def test_fit_trains_through_the_models_own_training_step():
     assert h["train_loss"] == pytest.approx(expected, rel=1e-5), "the loss is the overridden training_step's"
     helpers.fit(1, 0.5, plain, loader, loader, verbose=False)
     assert not torch.equal(plain.linear1.weight, smoothed.linear1.weight), "and so are the gradients"
-    assert h["train_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item()), "accuracy from its scores"
+    if overridden is LabelSmoothing:
+        assert "train_acc" not in h, "a training step that returns the loss alone measures nothing else"
+    else:
+        assert h["train_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item()), "what it measured"
+
+
+def test_training_accuracy_needs_no_forward_hook():
+    """A training step that runs the model twice, or not at all, is summarised from what it returns."""
+
+    class TwoPasses(helpers.MnistModel):
+        def training_step(self, batch):
+            self(batch[0])  # a forward pass whose scores are not the step's
+            return super().training_step(batch)
+
+    x, y = torch.rand(32, 1, 28, 28), torch.randint(0, 10, (32,))
+    torch.manual_seed(0)
+    model = TwoPasses()
+    with torch.no_grad():
+        expected = (model(x).argmax(1) == y).float().mean().item()
+    h = helpers.fit(1, 1e-9, model, [(x, y)], [(x, y)], verbose=False)[0]
+    assert h["train_acc"] == pytest.approx(expected)
+    assert not model._forward_hooks, "fit leaves no hook behind"
 
 
 def test_a_plain_classifier_is_trained_and_evaluated_as_the_lesson_would():
