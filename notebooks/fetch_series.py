@@ -15,7 +15,9 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-GITHUB, BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"  # as in series.py, which a test checks
+# The repository's address, its one definition: `series.py stamp` writes it into every notebook's badge and
+# set-up cell. A fork changes it here, then runs `python notebooks/series.py stamp`.
+GITHUB, BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"
 
 
 def fetch_series(cache: Path) -> Path:

@@ -3,7 +3,7 @@
 nbval executes each prepared notebook (`notebooks/series.py prepare`) cell by cell and compares the
 outputs of the cells tagged nbval-check-output with the committed ones. It keeps the outputs it got on
 each cell item; this plugin writes every executed notebook beside the prepared ones and, after the last,
-what `make run` writes (`series.collect`: metrics.json, figures, the Chinese edition, the report).
+what `make run` writes (`serieslib.runs.collect`: metrics.json, figures, the Chinese edition, the report).
 tests/test_notebooks.py then checks the results without executing anything again.
 
     pytest -p nbval_results --nbval-lax --nbval-current-env runs/test/prepared/*.ipynb tests
@@ -19,7 +19,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 
-import series  # noqa: E402
+from serieslib import runs, translation  # noqa: E402
 
 
 def _notebook_cell(item: pytest.Item) -> bool:
@@ -58,7 +58,7 @@ class Recorder:
         if nextitem is None or not _notebook_cell(nextitem):  # the last notebook: the run is complete
             parameters = json.loads((out / "parameters.json").read_text())
             try:
-                series.collect(out, self.summary, parameters, langs=list(series.LANGUAGES))
+                runs.collect(out, self.summary, parameters, langs=list(translation.LANGUAGES))
             except Exception as error:  # reported by the tests that read the results, not as a broken teardown
                 item.config.series_run_error = f"{type(error).__name__}: {error}"
             item.config.series_run = out

@@ -123,7 +123,7 @@ def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
 
 
 def test_an_error_from_the_shell_is_one_line_and_debug_shows_the_traceback(tmp_path):
-    command = [sys.executable, str(REPO / "helpers.py"), "--device", "garbage", "--dry-run", "train"]
+    command = [sys.executable, str(REPO / "helpers_cli.py"), "--device", "garbage", "--dry-run", "train"]
     done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
     assert done.returncode == 2
     assert done.stderr.startswith("error: 'garbage' is not a device name") and "Traceback" not in done.stderr
@@ -135,7 +135,7 @@ def test_an_error_from_the_shell_is_one_line_and_debug_shows_the_traceback(tmp_p
 
 def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "3"]
-    command += [str(REPO / "helpers.py"), "--data", str(data_root), "--device", "cpu", "--dry-run", "train"]
+    command += [str(REPO / "helpers_cli.py"), "--data", str(data_root), "--device", "cpu", "--dry-run", "train"]
     done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=300)
     output = done.stdout + done.stderr
     assert done.returncode != 0

@@ -17,9 +17,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
-import series  # noqa: E402
+from serieslib import pages, results, runs, translation  # noqa: E402
 
-NOTEBOOKS = series.notebook_paths()
+NOTEBOOKS = pages.notebook_paths()
 EXPECTED = [
     "01_gpu_runtime",
     "02_data_loading",
@@ -47,19 +47,19 @@ def test_notebook_structure(path):
     first = nb.cells[0]
     lines = first.source.splitlines()
     assert first.cell_type == "markdown" and lines[0].startswith("# ")
-    assert lines[1] == series.badge(path.name)
+    assert lines[1] == pages.badge(path.name)
     assert "BADGE" not in first.source and sum("Open In Colab" in line for line in lines) == 1
     assert "**What to expect.**" in first.source
-    setup, params, metrics, nav = (series.tagged(nb, t) for t in ("setup", "parameters", "metrics", "nav"))
-    assert len(setup) == 1 and setup[0].source == series.SETUP and setup[0].metadata["cellView"] == "form"
+    setup, params, nav = (pages.tagged(nb, t) for t in ("setup", "parameters", "nav"))
+    assert len(setup) == 1 and setup[0].source == pages.SETUP and setup[0].metadata["cellView"] == "form"
     assert len(params) == 1 and nb.cells.index(setup[0]) < nb.cells.index(params[0])
     assert "device = None" in params[0].source and "seed = 42" in params[0].source
-    assert len(metrics) == 1 and "helpers.record_results(" in metrics[0].source
-    assert len(nav) == 1 and nb.cells[-1] is nav[0] and nav[0].source == series.nav(path)
+    assert not pages.tagged(nb, "metrics"), "no results cell: the metadata names the results, runs record them"
+    assert len(nav) == 1 and nb.cells[-1] is nav[0] and nav[0].source == pages.nav(path)
     assert nb.cells[-2].cell_type == "markdown" and nb.cells[-2].source.startswith("## What you learned")
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nb.metadata["accelerator"] == "GPU" and nb.metadata["colab"]["gpuType"] == "T4"
-    assert not series.stamp(path, write=False), "badge or set-up cell out of date: python notebooks/series.py stamp"
+    assert not pages.stamp(path, write=False), "badge or set-up cell out of date: python notebooks/series.py stamp"
 
 
 def test_stamp_removes_leftovers_under_the_badge(tmp_path):
@@ -68,8 +68,8 @@ def test_stamp_removes_leftovers_under_the_badge(tmp_path):
     nb.cells[0].source = f"{title}\nBADGE\n[![Open In Colab](old)](old)\n\nText."
     path = tmp_path / NOTEBOOKS[0].name
     nbformat.write(nb, path)
-    assert series.stamp(path)
-    assert nbformat.read(path, as_version=4).cells[0].source == f"{title}\n{series.badge(path.name)}\n\nText."
+    assert pages.stamp(path)
+    assert nbformat.read(path, as_version=4).cells[0].source == f"{title}\n{pages.badge(path.name)}\n\nText."
 
 
 LESSONS = ["02_data_loading", "03_model", "04_device_transfer", "05_training", "06_plots"]
@@ -86,13 +86,13 @@ def _split_at_going_further(nb):
 def test_lesson_notebooks_open_with_the_lesson_then_go_further(name):
     nb = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
     lesson, further = _split_at_going_further(nb)
-    assert series.tagged(nb, "lesson") and all(c in lesson for c in series.tagged(nb, "lesson"))
+    assert pages.tagged(nb, "lesson") and all(c in lesson for c in pages.tagged(nb, "lesson"))
     assert not [c for c in lesson if c.cell_type == "code" and "show_source" in c.source], "listings come after"
-    solutions = series.tagged(nb, "solution")
+    solutions = pages.tagged(nb, "solution")
     assert solutions and all(c in further and c.source.startswith("# @title Solution") for c in solutions)
     assert all(c.metadata.get("jupyter", {}).get("source_hidden") for c in solutions), "solutions are folded"
     assert "### Exercise" in "".join(c.source for c in further if c.cell_type == "markdown")
-    for cell in series.tagged(nb, "recap"):  # the lesson's code from earlier notebooks, run again unchanged
+    for cell in pages.tagged(nb, "recap"):  # the lesson's code from earlier notebooks, run again unchanged
         earlier = "\n".join(
             c.source
             for other in LESSONS[: LESSONS.index(name)]
@@ -107,14 +107,14 @@ def test_05_trains_the_lessons_schedule_with_the_lessons_own_fit():
     nb = nbformat.read(REPO / "notebooks" / "05_training.ipynb", as_version=4)
     lesson, _ = _split_at_going_further(nb)
     code = "\n".join(c.source for c in lesson if c.cell_type == "code")
-    (definition,) = [c for c in series.tagged(nb, "lesson") if "def fit(" in c.source]
+    (definition,) = [c for c in pages.tagged(nb, "lesson") if "def fit(" in c.source]
     assert lesson.index(definition) < min(i for i, c in enumerate(lesson) if "history += fit(" in c.source)
     assert "history = [evaluate(model, val_loader)]" in code and "to_device(model, DEVICE)" in code
     assert "history += fit(epochs1, lr1, model, train_loader, val_loader)" in code
     assert "history += fit(epochs2, lr2, model, train_loader, val_loader)" in code
     assert "helpers.fit" not in code and "helpers.train" not in code and "helpers.MnistModel" not in code
     assert "class MnistModel(nn.Module)" in code and "class DeviceDataLoader" in code, "the lesson's own classes"
-    params = series.tagged(nb, "parameters")[0].source
+    params = pages.tagged(nb, "parameters")[0].source
     assert "epochs1, lr1 = 5, 0.5" in params and "epochs2, lr2 = 5, 0.1" in params
 
 
@@ -134,7 +134,6 @@ def test_committed_with_small_clean_outputs(path):
     code = [c for c in nb.cells if c.cell_type == "code"]
     assert all(c.execution_count for c in code), "commit notebooks executed: make notebooks"
     assert [c.execution_count for c in code] == list(range(1, len(code) + 1)), "executed top to bottom in one go"
-    assert series.metrics_of(nb), "the metrics cell has its output"
     for cell in code:
         for output in cell.outputs:
             assert output.output_type != "error", f"error output in {path.name}: {output.get('evalue')}"
@@ -146,25 +145,28 @@ def test_committed_with_small_clean_outputs(path):
     assert path.stat().st_size < 1_000_000
 
 
-def test_results_are_recorded_out_of_sight_and_notebooks_end_on_what_you_learned():
-    for path in NOTEBOOKS:
-        nb = nbformat.read(path, as_version=4)
-        (cell,) = series.tagged(nb, "metrics")
-        (output,) = cell.outputs
-        assert set(output.data) == {series.RESULTS_MIME, "text/plain"} and output.data["text/plain"] == ""
-        assert cell.metadata["jupyter"]["source_hidden"] and cell.source.startswith("# @title ")
-        assert nb.cells.index(cell) == len(nb.cells) - 3 and series.metrics_of(nb)
-    import helpers
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_the_metadata_names_the_results_as_a_dict_out_of_a_learners_sight(path):
+    nb = nbformat.read(path, as_version=4)
+    expression = ast.parse(results.results_expression(nb), mode="eval").body
+    assert isinstance(expression, ast.Dict) and expression.keys, "a dict display of name: expression"
+    names = [key.value for key in expression.keys if isinstance(key, ast.Constant)]
+    assert len(names) == len(expression.keys) == len(set(names)) and all(isinstance(n, str) for n in names)
+    cell = results.results_cell(nb)
+    compile(cell.source, f"{path.name}: the results cell", "exec")
+    assert cell.metadata["tags"] == ["metrics"] and cell.metadata["jupyter"]["source_hidden"]
+    assert "helpers" not in cell.source.replace(results.results_expression(nb), ""), "it records with IPython alone"
 
-    assert series.RESULTS_MIME == helpers.RESULTS_MIME
-    assert helpers.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
-    assert helpers.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
+
+def test_results_read_as_a_person_reads_them():
+    assert results.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
+    assert results.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
 
 
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|usr|opt|var|Users)/|[A-Z]:\\|site-packages|\.venv/")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS + series.translated_paths("zh"), ids=lambda p: p.parent.name + "/" + p.stem)
+@pytest.mark.parametrize("path", NOTEBOOKS + translation.translated_paths(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_outputs_hold_no_machine_paths_and_no_stray_tracebacks(path):
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:
@@ -193,19 +195,22 @@ def series_run(request):
 
 def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
-    (prepared,) = series.prepare(None, Path("test"), names=["06_plots"])
+    (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
-    (injected,) = series.tagged(nb, "injected-parameters")
-    assert nb.cells.index(injected) == nb.cells.index(series.tagged(nb, "parameters")[0]) + 1
+    (injected,) = pages.tagged(nb, "injected-parameters")
+    assert nb.cells.index(injected) == nb.cells.index(pages.tagged(nb, "parameters")[0]) + 1
     assert all(line in injected.source for line in ('device = "cpu"', "exercise_epochs = 1", "spread_seeds = [1, 2]"))
     assert "bench_limit" not in injected.source, "only the parameters the notebook declares"
     assert f"checkpoint = {str(tmp_path / 'test' / 'lesson.ckpt')!r}".replace("'", '"') in injected.source
-    rest = [c for c in nb.cells if c is not injected]
+    (recorder,) = pages.tagged(nb, "metrics")
+    assert recorder is nb.cells[-1] and recorder.source == results.results_cell(committed).source, "added last"
+    assert not recorder.outputs and not pages.tagged(committed, "metrics"), "at run time only"
+    rest = [c for c in nb.cells if c is not injected and c is not recorder]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
-    assert series.tagged(nb, "nbval-check-output")
-    (loose,) = series.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
-    assert not series.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
+    assert pages.tagged(nb, "nbval-check-output")
+    (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
+    assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
 
 
 def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):
@@ -216,23 +221,26 @@ def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkey
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 01 · A stand-in"),
         nbformat.v4.new_code_cell("size = 2\ndevice = None", metadata={"tags": ["parameters"]}),
-        nbformat.v4.new_code_cell(
-            f"import sys\nsys.path.insert(0, {str(REPO)!r})\nimport helpers\nimport matplotlib.pyplot as plt\n"
-            "plt.plot(range(size))\nplt.show()"
-        ),
-        nbformat.v4.new_code_cell(
-            "helpers.record_results({'size': size, 'device': 'cpu'})", metadata={"tags": ["metrics"]}
-        ),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(range(size))\nplt.show()"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["series"] = {"results": ["{", '    "size": size,', '    "device": "cpu",', "}"]}
     nbformat.write(nb, folder / "01_stand_in.ipynb")
-    monkeypatch.setattr(series, "NOTEBOOKS", folder)
-    out = series.run({"size": 5, "exercise_epochs": 1}, out_root=tmp_path / "runs")
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    out = runs.run({"size": 5, "exercise_epochs": 1}, out_root=tmp_path / "runs")
     assert json.loads((out / "metrics.json").read_text()) == {"01_stand_in": {"size": 5, "device": "cpu"}}
+    executed = nbformat.read(out / "01_stand_in.ipynb", as_version=4)
+    (recorder,) = pages.tagged(executed, "metrics")
+    (output,) = recorder.outputs
+    assert recorder is executed.cells[-1] and set(output.data) == {results.RESULTS_MIME, "text/plain"}
+    assert output.data["text/plain"] == "", "an executed notebook shows nothing of it"
+    assert nbformat.read(folder / "01_stand_in.ipynb", as_version=4) == nb, "the notebook itself is untouched"
     assert (out.parent / "latest").resolve() == out.resolve()
     assert [f.name for f in (out / "figures").glob("*.png")] == ["01_stand_in-1.png"]
     page = (out / "index.html").read_text()
     assert 'href="html/01_stand_in.html"' in page and "01 · A stand-in" in page and "Device: <b>cpu</b>" in page
+    assert "<td>size</td><td>5</td>" in page, "the results in the report"
+    assert "_record_results" not in (out / "html" / "01_stand_in.html").read_text(), "the notebook's page, without it"
 
 
 def test_series_run_writes_the_chinese_notebooks_from_the_executed_ones(series_run):
@@ -329,7 +337,7 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
 
     lesson = {}
     for name in ("03_model", "04_device_transfer", "05_training"):
-        for cell in series.tagged(nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4), "lesson"):
+        for cell in pages.tagged(nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4), "lesson"):
             exec(
                 compile(
                     "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n" + cell.source, name, "exec"
@@ -343,7 +351,7 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
     mnist = helpers.load_mnist(data_root)
     images, labels = next(iter(DataLoader(Subset(mnist, range(300)), 300)))
     assert torch.equal(theirs(images), ours(images)), "same weights, same outputs"
-    assert torch.equal(theirs.training_step((images, labels)), ours.training_step((images, labels)))
+    assert torch.equal(theirs.training_step((images, labels)), ours.training_step((images, labels))["loss"])
 
     batches = list(
         DataLoader(Subset(mnist, range(2048)), 128, shuffle=True, generator=torch.Generator().manual_seed(1))
@@ -370,30 +378,31 @@ def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
     """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages."""
     folder = tmp_path / "notebooks"
     shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
-    monkeypatch.setattr(series, "NOTEBOOKS", folder)
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
     nb = nbformat.read(folder / "03_model.ipynb", as_version=4)
-    params = series.tagged(nb, "parameters")[0]
+    params = pages.tagged(nb, "parameters")[0]
     injected = nbformat.v4.new_code_cell('device = "cuda"', metadata={"tags": ["injected-parameters"]})
     nb.cells.insert(nb.cells.index(params) + 1, injected)  # as papermill writes it into a run
     changed = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
     changed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
+    recorder = results.results_cell(nb)  # as a run appends it, executed
+    recorder.outputs = [nbformat.v4.new_output("display_data", {results.RESULTS_MIME: {"params": 1}, "text/plain": ""})]
+    nb.cells.append(recorder)
     run = tmp_path / "run"
     run.mkdir()
     nbformat.write(nb, run / "03_model.ipynb")
-    assert series.adopt(run, ["03_model"]) == ["03_model.ipynb"]
+    assert runs.adopt(run, ["03_model"]) == ["03_model.ipynb"]
     for path in (folder / "03_model.ipynb", folder / "zh" / "03_model.ipynb"):
         adopted = nbformat.read(path, as_version=4)
         code = [c for c in adopted.cells if c.cell_type == "code"]
-        assert (
-            not series.tagged(adopted, "injected-parameters")
-            and len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 1
-        )
+        assert not pages.tagged(adopted, "injected-parameters") and not pages.tagged(adopted, "metrics")
+        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2
         assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
         assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]
     nb.cells.remove(params)
     nbformat.write(nb, run / "03_model.ipynb")
     with pytest.raises(ValueError, match=f"lacks cells {params.id}: run it from this code"):
-        series.adopt(run, ["03_model"])
+        runs.adopt(run, ["03_model"])
 
 
 # ---------------------------------------------------------------------------- the set-up cell, everywhere
@@ -408,9 +417,9 @@ def _setup_in(cwd, env_overrides, path=None, code=None):
     if code is None:
         # The cell as it is, but where it would import helpers (and so PyTorch), find it: the import works
         # when the spec is found, and the whole cell, import included, runs in the Colab test below.
-        assert series.SETUP.endswith("\nimport helpers")
+        assert pages.SETUP.endswith("\nimport helpers")
         found = "import importlib.util\nprint('HELPERS=' + importlib.util.find_spec('helpers').origin)\n"
-        code = series.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
+        code = pages.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -451,18 +460,27 @@ def origin(tmp_path_factory):
 
 def test_setup_cell_is_short():
     """A learner who unfolds it reads it at a glance: the fetching is in notebooks/fetch_series.py."""
-    assert len(series.SETUP.splitlines()) <= 15
+    assert len(pages.SETUP.splitlines()) <= 15
 
 
-def test_setup_fetcher_uses_the_standard_library_only_and_fetches_this_repository():
-    """fetch_series.py runs before the repository is there, and fetches the repository that series.py names."""
+def test_setup_fetcher_uses_the_standard_library_only():
+    """fetch_series.py runs before the repository is there."""
     tree = ast.parse((REPO / "notebooks" / "fetch_series.py").read_text(encoding="utf-8"))
     imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert {name.split(".")[0] for name in imported} <= sys.stdlib_module_names
+
+
+def test_the_repositorys_address_is_written_once_in_fetch_series_and_stamped_everywhere():
+    """The set-up cell downloads fetch_series.py from, and the badges open, the repository fetch_series.py names."""
     import fetch_series
 
-    assert (fetch_series.GITHUB, fetch_series.BRANCH) == (series.GITHUB, series.BRANCH), "change fetch_series.py too"
+    github, branch = fetch_series.GITHUB, fetch_series.BRANCH
+    assert f'"https://raw.githubusercontent.com/{github}/{branch}/"' in pages.SETUP and "$" not in pages.SETUP
+    assert f'/ ".cache" / "{Path(github).name}")' in pages.SETUP, "the fetched copy's folder is named after it"
+    assert f"/github/{github}/blob/{branch}/notebooks/" in pages.badge("01_gpu_runtime.ipynb")
+    tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
+    assert [p.name for p in tooling if github in p.read_text(encoding="utf-8")] == [], "one definition"
 
 
 def test_setup_in_local_jupyter_finds_the_repository():
@@ -536,7 +554,7 @@ def test_setup_in_colab_fetches_the_series_and_imports_helpers(tmp_path, origin)
     content = tmp_path / "content"  # Colab's working folder
     content.mkdir()
     cache = tmp_path / "root" / ".cache" / "pytorch-gpu-mnist"
-    code = series.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
+    code = pages.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
     env = origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache)}
     done = _setup_in(content, env, code=code)
     assert done.returncode == 0, done.stderr

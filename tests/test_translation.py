@@ -15,9 +15,9 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
-import series  # noqa: E402
+from serieslib import pages, report, runs, translation  # noqa: E402
 
-ENGLISH = series.notebook_paths()
+ENGLISH = pages.notebook_paths()
 ZH = REPO / "notebooks" / "zh"
 IDS = [p.stem for p in ENGLISH]
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -25,8 +25,8 @@ FENCE = re.compile(r"```.*?```", re.DOTALL)
 CODE_SPAN = re.compile(r"`([^`]+)`")
 NUMBER = re.compile(r"\d+(?:[.,]\d+)*")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
-HAN_OR_FULL_WIDTH = f"[{series.HAN}{series.FULL_WIDTH}]"
-FULL_WIDTH = f"[{series.FULL_WIDTH}]"
+HAN_OR_FULL_WIDTH = f"[{translation.HAN}{translation.FULL_WIDTH}]"
+FULL_WIDTH = f"[{translation.FULL_WIDTH}]"
 
 
 def _pair(path):
@@ -34,19 +34,19 @@ def _pair(path):
 
 
 def test_every_notebook_has_a_chinese_edition():
-    assert [p.name for p in series.translated_paths("zh")] == [p.name for p in ENGLISH]
+    assert [p.name for p in translation.translated_paths("zh")] == [p.name for p in ENGLISH]
     assert sorted(p.name for p in ZH.glob("*.md")) == sorted([f"{p.stem}.md" for p in ENGLISH] + ["README.md"])
 
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_every_english_markdown_cell_has_a_current_translation(path):
     english = nbformat.read(path, as_version=4)
-    entries = series.read_translation(series.translation_file(path.name))
-    assert series.translation_problems(english, entries) == []
+    entries = translation.read_translation(translation.translation_file(path.name))
+    assert translation.translation_problems(english, entries) == []
 
 
 def test_the_committed_chinese_notebooks_are_what_translate_builds():
-    assert series.translate(check=True) == [], "notebooks/zh/ is out of date: python notebooks/series.py translate"
+    assert translation.translate(check=True) == [], "notebooks/zh/ is out of date: python notebooks/series.py translate"
 
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
@@ -67,24 +67,24 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     english, chinese = _pair(path)
     lines = chinese.cells[0].source.splitlines()
     assert lines[0].startswith(english.cells[0].source.splitlines()[0][:7]) and CJK.search(lines[0])  # "# 05 · "
-    assert lines[1] == series.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
+    assert lines[1] == pages.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
     assert sum("Open In Colab" in line for line in lines) == 1
     assert "\n\n**本篇预期结果**：" in chinese.cells[0].source
     assert chinese.cells[-2].source.startswith("## 本篇小结")
-    (nav,) = series.tagged(chinese, "nav")
-    assert nav is chinese.cells[-1] and nav.source == series.nav(path, series.translated_titles("zh"), "zh")
+    (nav,) = pages.tagged(chinese, "nav")
+    assert nav is chinese.cells[-1] and nav.source == pages.nav(path, translation.translated_titles("zh"), "zh")
     for tag in ("setup", "parameters", "metrics"):
-        assert [c.source for c in series.tagged(chinese, tag)] == [c.source for c in series.tagged(english, tag)]
-    assert series.tagged(chinese, "setup")[0].source == series.SETUP
+        assert [c.source for c in pages.tagged(chinese, tag)] == [c.source for c in pages.tagged(english, tag)]
+    assert pages.tagged(chinese, "setup")[0].source == pages.SETUP
     assert chinese.metadata["kernelspec"] == english.metadata["kernelspec"] and chinese.metadata["kernelspec"]["name"]
     assert chinese.metadata["accelerator"] == "GPU" and chinese.metadata["colab"]["gpuType"] == "T4"
     assert chinese.metadata["language"] == "zh"
 
 
 def test_the_links_to_neighbours_use_the_chinese_titles():
-    titles = series.translated_titles("zh")
+    titles = translation.translated_titles("zh")
     assert all(CJK.search(t) for t in titles.values())
-    nav = series.nav(ENGLISH[1], titles, "zh")
+    nav = pages.nav(ENGLISH[1], titles, "zh")
     assert nav == (
         f"---\n← 上一篇：[{titles[ENGLISH[0].name]}]({ENGLISH[0].name}) &nbsp;·&nbsp; "
         f"下一篇：[{titles[ENGLISH[2].name]}]({ENGLISH[2].name}) →"
@@ -116,10 +116,10 @@ def test_translations_keep_code_numbers_and_links(path):
     """API names, code and numbers stay in their original form: each one of the English text is in the translation."""
     assert {"138", "138,000,000", "3.3"} <= _wan_yi_forms("1.38 亿和 330 万") and "138" not in _wan_yi_forms("1.37 亿")
     english = nbformat.read(path, as_version=4)
-    entries = series.read_translation(series.translation_file(path.name))
-    for cell in series.translatable(english):
+    entries = translation.read_translation(translation.translation_file(path.name))
+    for cell in translation.translatable(english):
         translated = _kept_forms(entries[cell.id][1])
-        for what, found in _kept_forms(series.english_text(cell)).items():
+        for what, found in _kept_forms(translation.english_text(cell)).items():
             missing = found - translated[what]
             assert not missing, f"cell {cell.id}: the translation lacks the {what}(s) {sorted(missing)}"
 
@@ -166,15 +166,15 @@ def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
         "正文 `code`\n（括号）的\n**后端**\n以及\n[保存和加载模型](https://x.org)的教程，\n见\n[`helpers.py`](h.py)\n"
         "[链接](a.md)\n之后\n![图](a.png)\n说明"
     )
-    assert series.unwrap_cjk(text) == (
+    assert translation.unwrap_cjk(text) == (
         "第一行的结尾第二行，PyTorch 接着\nGPU 开头\n\n```\n代码\n代码\n```\n答案：\n* 列表\n* 下一项\n## 标题\n"
         "正文 `code`（括号）的**后端**以及[保存和加载模型](https://x.org)的教程，见\n[`helpers.py`](h.py)\n"
         "[链接](a.md)之后\n![图](a.png)说明"
     )
-    for path in series.translated_paths("zh"):
+    for path in translation.translated_paths("zh"):
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "markdown":
-                assert series.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
+                assert translation.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
 
 
 def _prose(text: str) -> str:
@@ -183,7 +183,7 @@ def _prose(text: str) -> str:
     lines = CODE_SPAN.sub("x", FENCE.sub("\n\n", text)).split("\n")
     joined = lines[:1]
     for previous, line in zip(lines, lines[1:]):
-        if series.BLOCK_START.match(line) or not previous.strip():
+        if translation.BLOCK_START.match(line) or not previous.strip():
             joined.append(line)
         else:
             joined[-1] += " " + line.lstrip()
@@ -220,7 +220,7 @@ def _chinese_markdown() -> list[tuple[str, str]]:
     """(where, text) for every Markdown cell of the Chinese notebooks, and the Chinese README."""
     cells = [
         (f"{path.name} {cell.id}", cell.source)
-        for path in series.translated_paths("zh")
+        for path in translation.translated_paths("zh")
         for cell in nbformat.read(path, as_version=4).cells
         if cell.cell_type == "markdown"
     ]
@@ -290,7 +290,7 @@ def test_translations_use_the_glossary():
     )
     for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
         assert term in dict(glossary), f"the glossary lacks {term}"
-    text = "\n".join(series.translation_file(p.name).read_text(encoding="utf-8") for p in ENGLISH)
+    text = "\n".join(translation.translation_file(p.name).read_text(encoding="utf-8") for p in ENGLISH)
     for term, avoid in glossary:
         assert term in text, f"the glossary's {term} is never used"
         for variant in avoid:
@@ -302,7 +302,7 @@ def test_the_chinese_readme_links_every_notebook_and_the_main_readme_links_it():
     for path in ENGLISH:
         assert f"]({path.name})" in readme, f"notebooks/zh/README.md does not link {path.name}"
     assert "](../../README.md)" in readme
-    assert series.unwrap_cjk(readme) == readme, "a line break between two Chinese characters shows as a space"
+    assert translation.unwrap_cjk(readme) == readme, "a line break between two Chinese characters shows as a space"
     first_lines = "\n".join((REPO / "README.md").read_text(encoding="utf-8").splitlines()[:5])
     assert "(notebooks/zh/README.md)" in first_lines
 
@@ -310,43 +310,44 @@ def test_the_chinese_readme_links_every_notebook_and_the_main_readme_links_it():
 def test_a_changed_english_cell_makes_its_translation_stale(tmp_path):
     path = ENGLISH[4]
     english = nbformat.read(path, as_version=4)
-    cell = series.translatable(english)[2]
+    cell = translation.translatable(english)[2]
     cell.source += "\n\nA new English sentence."
-    entries = series.read_translation(series.translation_file(path.name))
-    (problem,) = series.translation_problems(english, entries)
-    assert f"cell {cell.id} is stale" in problem and series.marker(cell) in problem
-    with pytest.raises(series.TranslationError, match=f"cell {cell.id} is stale"):
-        series.translate_notebook(english, path, entries, series.translated_titles("zh"))
+    entries = translation.read_translation(translation.translation_file(path.name))
+    (problem,) = translation.translation_problems(english, entries)
+    assert f"cell {cell.id} is stale" in problem and translation.marker(cell) in problem
+    with pytest.raises(translation.TranslationError, match=f"cell {cell.id} is stale"):
+        translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
     # the build checks every notebook before it writes any, and names the file to fix
     nbformat.write(english, tmp_path / path.name)
     for other in ENGLISH:
         if other != path:
             (tmp_path / other.name).write_bytes(other.read_bytes())
-    with pytest.raises(series.TranslationError, match=rf"notebooks/zh/{path.stem}\.md:\n  cell {cell.id} is stale"):
-        series.translate(check=True, source=tmp_path)
+    stale = rf"notebooks/zh/{path.stem}\.md:\n  cell {cell.id} is stale"
+    with pytest.raises(translation.TranslationError, match=stale):
+        translation.translate(check=True, source=tmp_path)
 
 
 def test_missing_orphaned_and_malformed_translations_are_refused(tmp_path):
     path = ENGLISH[0]
     english = nbformat.read(path, as_version=4)
-    entries = series.read_translation(series.translation_file(path.name))
-    first, second = (c.id for c in series.translatable(english)[:2])
+    entries = translation.read_translation(translation.translation_file(path.name))
+    first, second = (c.id for c in translation.translatable(english)[:2])
     fewer = {k: v for k, v in entries.items() if k != second}
-    (problem,) = series.translation_problems(english, fewer)
+    (problem,) = translation.translation_problems(english, fewer)
     assert f"cell {second} has no translation" in problem
     extra = copy.deepcopy(entries) | {"c99-99": ("0" * 12, "多余的译文")}
-    assert series.translation_problems(english, extra) == [
+    assert translation.translation_problems(english, extra) == [
         "cell c99-99 is not a Markdown cell of the English notebook any more: remove it"
     ]
     file = tmp_path / "01.md"
     file.write_text(f"<!-- cell {first} en:{'a' * 12} -->\n一\n<!-- cell {first} en:{'a' * 12} -->\n二\n")
-    with pytest.raises(series.TranslationError, match="translated twice"):
-        series.read_translation(file)
+    with pytest.raises(translation.TranslationError, match="translated twice"):
+        translation.read_translation(file)
     file.write_text(f"<!-- cell {first} en:{'a' * 12} -->\n\n")
-    with pytest.raises(series.TranslationError, match="empty translation"):
-        series.read_translation(file)
-    with pytest.raises(series.TranslationError, match="is missing"):
-        series.read_translation(tmp_path / "02.md")
+    with pytest.raises(translation.TranslationError, match="empty translation"):
+        translation.read_translation(file)
+    with pytest.raises(translation.TranslationError, match="is missing"):
+        translation.read_translation(tmp_path / "02.md")
 
 
 def test_translate_check_from_the_command_line():
@@ -362,7 +363,7 @@ def test_ruff_reads_the_chinese_notebooks():
         [sys.executable, "-m", "ruff", "check", "--show-files", "."], cwd=REPO, capture_output=True, text=True
     )
     shown = {Path(line.strip()).resolve() for line in done.stdout.splitlines() if line.strip().endswith(".ipynb")}
-    assert {p.resolve() for p in series.translated_paths("zh")} <= shown
+    assert {p.resolve() for p in translation.translated_paths("zh")} <= shown
 
 
 def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
@@ -377,7 +378,7 @@ def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
         cwd=str(ZH),
         kernel_name="python3",
         progress_bar=False,
-        extra_arguments=series.KERNEL_ARGS,
+        extra_arguments=runs.KERNEL_ARGS,
     )
     executed, committed = nbformat.read(out, as_version=4), nbformat.read(ZH / "03_model.ipynb", as_version=4)
     checked = [c for c in committed.cells if "nbval-check-output" in c.metadata.get("tags", [])]
@@ -394,7 +395,7 @@ def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
     (tmp_path / f"{stem}.ipynb").write_bytes(ENGLISH[6].read_bytes())
     (tmp_path / "zh" / f"{stem}.ipynb").write_bytes((ZH / f"{stem}.ipynb").read_bytes())
     summary = [{"stem": stem, "status": "ok", "seconds": 1.0, "figures": []}]
-    index = series.write_report(tmp_path, summary, {stem: {}}, {}, ["zh"])
+    index = report.write_report(tmp_path, summary, {stem: {}}, {}, ["zh"])
     page, english = index.read_text(encoding="utf-8"), (tmp_path / "html" / f"{stem}.html").read_text(encoding="utf-8")
     chinese = (tmp_path / "zh" / "html" / f"{stem}.html").read_text(encoding="utf-8")
     assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page

@@ -1,0 +1,70 @@
+"""Each notebook's key results: the expression its metadata holds, recorded by a cell added at run time only.
+
+A notebook's metadata names its results, out of a learner's sight, as the source of a dict display:
+    nb.metadata["series"]["results"] = ["{", '    "val_acc": final["val_acc"],', "}"]
+`results_cell` turns it into a code cell, tagged `metrics`, that the tooling appends to the copies it
+executes (never to the committed notebooks). The cell displays the results as RESULTS_MIME, with an empty
+text/plain, so that an executed notebook shows nothing; `metrics_of` reads them back.
+"""
+
+from __future__ import annotations
+
+import json
+from string import Template
+from typing import Any
+
+import nbformat
+
+from .pages import tagged
+
+RESULTS_MIME = "application/vnd.series.results+json"
+RESULTS_CELL_ID = "series-results"
+# Only IPython and json, not helpers: the results are kept exact, in JSON's own types (dict keys become strings).
+RECORD = Template(
+    """# @title Record this notebook's key numbers (added where the series runs headless, for its report)
+def _record_results(results):
+    import json
+
+    from IPython.display import display
+
+    display({"$mime": json.loads(json.dumps(results)), "text/plain": ""}, raw=True)
+
+
+_record_results(
+$expression
+)"""
+)
+
+
+def results_expression(nb: nbformat.NotebookNode) -> str:
+    """The source of the dict display that names a notebook's results, from its metadata."""
+    return "\n".join(nb.metadata["series"]["results"])
+
+
+def results_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The code cell, tagged `metrics` and folded, that records the results `nb`'s metadata names."""
+    metadata = {"tags": ["metrics"], "cellView": "form", "jupyter": {"source_hidden": True}}
+    source = RECORD.substitute(mime=RESULTS_MIME, expression=results_expression(nb))
+    return nbformat.v4.new_code_cell(source, id=RESULTS_CELL_ID, metadata=metadata)
+
+
+def metrics_of(nb: nbformat.NotebookNode) -> dict:
+    """The results that an executed notebook's cell tagged `metrics` recorded."""
+    for cell in tagged(nb, "metrics"):
+        for output in cell.get("outputs", []):
+            data = output.get("data", {})
+            if RESULTS_MIME in data:
+                found = data[RESULTS_MIME]
+                return json.loads(found) if isinstance(found, str) else dict(found)
+    return {}
+
+
+def format_value(value: Any) -> str:
+    """A result as a person reads it: floats to four places (tiny ones as 1.2e-07), in lists and dicts too."""
+    if isinstance(value, float):
+        return f"{value:.1e}" if 0 < abs(value) < 5e-4 else f"{value:.4f}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(map(format_value, value)) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{k}: {format_value(v)}" for k, v in value.items()) + "}"
+    return str(value)

@@ -1,0 +1,215 @@
+"""The translated editions, e.g. notebooks/zh/: built, never edited, from the English notebooks.
+
+A translated notebook's code cells and their outputs are the English notebook's, and each Markdown cell
+comes from notebooks/zh/NN_name.md, where a marker line
+    <!-- cell c05-03 en:1a2b3c4d5e6f -->
+starts the translation of cell c05-03 and records a hash of the English text it translates. When the
+English cell changes, the hash no longer matches and the build stops until the translation is updated.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import re
+from pathlib import Path
+
+import nbformat
+
+from . import pages
+from .pages import badge, nav, notebook_paths, shown, title
+
+LANGUAGES = {"zh": "简体中文"}  # code -> name, for each translated edition
+MARKER = re.compile(r"^<!-- cell (?P<id>\S+) en:(?P<hash>[0-9a-f]{12}) -->[ \t]*$", re.MULTILINE)
+
+
+class TranslationError(ValueError):
+    """A translation file that is missing, out of date or malformed."""
+
+
+# Between two Chinese characters a line break shows as a stray space; next to full-width punctuation
+# (，。：（）) a space is never wanted, whatever is on the other side.
+HAN = "\u4e00-\u9fff"
+FULL_WIDTH = "\u3000-\u303f\uff00-\uffef"
+BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
+
+
+LINK_END = re.compile(r"\]\([^()\s]*\)$")  # the end of a Markdown link, `](target)`, at the end of a line
+
+
+def _edge_chars(previous: str, line: str) -> tuple[str, str]:
+    """The last character of `previous` and the first of `line` as a reader sees them: past emphasis and links."""
+    end = LINK_END.sub("", previous.rstrip("*_")).rstrip("*_")  # a link's text ends where it shows
+    start = line.lstrip().lstrip("*_[").lstrip("*_")  # a line that opens a link, `[保存…](…)`, starts with its text
+    return end[-1:], start[:1]
+
+
+def _joins(previous: str, line: str) -> bool:
+    """Whether `line` continues `previous` without the space a Markdown line break would show."""
+    if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
+        return False
+    end, start = _edge_chars(previous, line)
+    han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)  # (no match on "")
+    return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
+
+
+def unwrap_cjk(text: str) -> str:
+    """Join the lines a translator wrapped inside Chinese text, outside code blocks.
+
+    Markdown renders a line break inside a paragraph as a space, which Chinese text does not have. A break
+    between Chinese and a Latin word stays (it shows as the space that belongs there), and so does any
+    break before a list item, heading, table row or code block.
+    """
+    lines: list[str] = []
+    in_code = False
+    for line in text.split("\n"):
+        if line.lstrip().startswith("```"):
+            in_code = not in_code
+        elif not in_code and lines and _joins(lines[-1], line):
+            lines[-1] += line.lstrip()
+            continue
+        lines.append(line)
+    return "\n".join(lines)
+
+
+def english_text(cell: nbformat.NotebookNode) -> str:
+    """The text a translation translates: a Markdown cell without its Colab badge, which `translate` writes."""
+    return "\n".join(line for line in cell.source.splitlines() if "Open In Colab" not in line)
+
+
+def text_hash(text: str) -> str:
+    """The short hash a translation file records for the English text of one cell."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:12]
+
+
+def marker(cell: nbformat.NotebookNode) -> str:
+    """The line that starts a cell's translation, with the hash of its current English text."""
+    return f"<!-- cell {cell.id} en:{text_hash(english_text(cell))} -->"
+
+
+def translatable(nb: nbformat.NotebookNode) -> list[nbformat.NotebookNode]:
+    """The Markdown cells a translation file covers: all but the links to the neighbours, which are generated."""
+    return [c for c in nb.cells if c.cell_type == "markdown" and "nav" not in c.metadata.get("tags", [])]
+
+
+def translation_file(name: str, lang: str = "zh") -> Path:
+    """Where the translation of notebook `name` (stem or file name) lives: notebooks/<lang>/<stem>.md."""
+    return pages.NOTEBOOKS / lang / f"{Path(name).stem}.md"
+
+
+def translated_paths(lang: str = "zh") -> list[Path]:
+    """The committed translated notebooks, e.g. notebooks/zh/01_gpu_runtime.ipynb, in order."""
+    return sorted((pages.NOTEBOOKS / lang).glob("[0-9][0-9]_*.ipynb"))
+
+
+def read_translation(path: Path) -> dict[str, tuple[str, str]]:
+    """Cell id -> (hash of the English it translates, translated text), from one translation file."""
+    if not path.is_file():
+        raise TranslationError(f"{shown(path)} is missing: create it with a block for every Markdown cell")
+    text = path.read_text(encoding="utf-8")
+    marks = list(MARKER.finditer(text))
+    entries: dict[str, tuple[str, str]] = {}
+    for mark, following in zip(marks, [*marks[1:], None]):
+        body = text[mark.end() : following.start() if following else len(text)].strip("\n").rstrip()
+        if mark["id"] in entries:
+            raise TranslationError(f"{shown(path)}: cell {mark['id']} is translated twice")
+        if not body:
+            raise TranslationError(f"{shown(path)}: cell {mark['id']} has an empty translation")
+        entries[mark["id"]] = (mark["hash"], body)
+    return entries
+
+
+def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tuple[str, str]]) -> list[str]:
+    """What keeps a translation from being current: missing, stale and orphaned cells, one line each."""
+    problems = []
+    cells = translatable(english)
+    for cell in cells:
+        if cell.id not in entries:
+            problems.append(f"cell {cell.id} has no translation: add a block that starts with {marker(cell)}")
+        elif entries[cell.id][0] != text_hash(english_text(cell)):
+            problems.append(
+                f"cell {cell.id} is stale: its English text changed since it was translated. Update the "
+                f"translation, then change its marker to {marker(cell)}"
+            )
+    known = {cell.id for cell in cells}
+    problems += [
+        f"cell {i} is not a Markdown cell of the English notebook any more: remove it"
+        for i in entries
+        if i not in known
+    ]
+    return problems
+
+
+def translate_notebook(
+    english: nbformat.NotebookNode, path: Path, entries: dict, titles: dict[str, str], lang: str = "zh"
+) -> nbformat.NotebookNode:
+    """A copy of `english` (committed or executed) with its Markdown in `lang`; code and outputs untouched."""
+    problems = translation_problems(english, entries)
+    if problems:
+        raise TranslationError(f"{shown(translation_file(path.name, lang))}:\n  " + "\n  ".join(problems))
+    nb = copy.deepcopy(english)
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        if "nav" in cell.metadata.get("tags", []):
+            cell.source = nav(path, titles, lang)
+            continue
+        text = unwrap_cjk(entries[cell.id][1])  # a no-op on text without CJK characters
+        if cell is nb.cells[0]:
+            first, *rest = text.splitlines()
+            text = "\n".join([first, badge(f"{lang}/{path.name}"), *rest])
+        cell.source = text
+    nb.metadata["language"] = lang  # what a reader of the .ipynb sees it is written in
+    return nb
+
+
+def translated_titles(lang: str = "zh") -> dict[str, str]:
+    """Every notebook's translated title (the first line of its first cell, without '# '), by file name."""
+    titles = {}
+    for path in notebook_paths():
+        first = nbformat.read(path, as_version=4).cells[0]
+        file = translation_file(path.name, lang)
+        entry = read_translation(file).get(first.id) if file.is_file() else None  # its own build reports it
+        titles[path.name] = entry[1].splitlines()[0].lstrip("# ").strip() if entry else title(path)
+    return titles
+
+
+def translate(
+    names: list[str] | None = None,
+    lang: str = "zh",
+    check: bool = False,
+    source: Path | None = None,
+    target: Path | None = None,
+) -> list[str]:
+    """Build `target` (default notebooks/<lang>/) from the notebooks in `source`; with `check`, write nothing.
+
+    Returns the names of the notebooks written (or, with `check`, out of date). Raises TranslationError,
+    listing every missing or stale cell of every notebook, before it writes anything.
+    """
+    titles = translated_titles(lang)
+    built, problems = {}, []
+    for path in notebook_paths(names):
+        english = nbformat.read((source or pages.NOTEBOOKS) / path.name, as_version=4)
+        try:
+            built[path.name] = translate_notebook(
+                english, path, read_translation(translation_file(path.name, lang)), titles, lang
+            )
+        except TranslationError as err:
+            problems.append(str(err))
+    if problems:
+        raise TranslationError("\n".join(problems))
+    return _write_changed(built, target or pages.NOTEBOOKS / lang, check)
+
+
+def _write_changed(built: dict[str, nbformat.NotebookNode], folder: Path, check: bool) -> list[str]:
+    """Write the notebooks of `built` that differ from those in `folder` (with `check`, none); return their names."""
+    changed = []
+    for name, nb in built.items():
+        text = nbformat.writes(nb)
+        text += "" if text.endswith("\n") else "\n"  # as nbformat.write ends a file
+        if not (folder / name).is_file() or (folder / name).read_text(encoding="utf-8") != text:
+            changed.append(name)
+            if not check:
+                folder.mkdir(parents=True, exist_ok=True)
+                (folder / name).write_text(text, encoding="utf-8")
+    return changed
