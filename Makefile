@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test test-colab gpu-check lint bench bench-report speedrun notebooks venv
+.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv
 
 venv: $(VENV)
 
@@ -28,6 +28,11 @@ test: $(VENV) lint
 	$(PY) notebooks/series.py prepare --out runs/test
 	PYTHONPATH=tests $(PY) -m pytest $(NBVAL) runs/test/prepared/*.ipynb tests $(ARGS)
 
+## Every test that needs no executed series (no nbval, no prepared notebooks; those that do skip): under 3 minutes
+## on 2 cores. `make unit ARGS="-x -k checkpoint"`: the checkpoint tests alone, stopping at the first failure.
+unit: $(VENV)
+	PYTHONPATH=tests $(PY) -m pytest tests $(ARGS)
+
 ## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab.
 ## The checked cells' last digits differ between versions, so there the results are checked against ranges.
 COLAB_PY := .venv-colab/bin/python
@@ -41,7 +46,7 @@ $(COLAB_VENV): tests/requirements-colab.txt
 test-colab: $(COLAB_VENV)
 	$(COLAB_PY) notebooks/series.py prepare --ranges-only --out runs/colab
 	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
-		runs/colab/prepared/*.ipynb tests/test_notebooks.py $(ARGS)
+		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_series.py tests/test_setup_cell.py $(ARGS)
 
 ## Everything to run when a GPU is lent, in one go: the CUDA tests, the benchmarks and the README's figures,
 ## the series on the GPU into runs/gpu/. Without CUDA it says so, rehearses the CPU side and lists what it skipped.
@@ -55,14 +60,14 @@ lint: $(VENV)
 ## Seconds per epoch of each input pipeline on each device, side by side (runs/bench/).
 ## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
 bench: $(VENV)
-	$(PY) helpers.py bench $(ARGS)
+	$(PY) helpers_cli.py bench $(ARGS)
 
 ## Replace the README's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
 bench-report: $(VENV)
-	$(PY) helpers.py bench-report --readme README.md
+	$(PY) helpers_cli.py bench-report --readme README.md
 
 speedrun: $(VENV)
-	$(PY) helpers.py speedrun
+	$(PY) helpers_cli.py speedrun
 
 ## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
 notebooks: $(VENV)

@@ -1,4 +1,5 @@
-"""Shared fixtures: real MNIST, fetched once per machine into the repository's data/ folder."""
+"""Shared fixtures: real MNIST, fetched once per machine into the repository's data/ folder; tiny random data and
+its loaders, made the same way in every test file (import them: `from conftest import small_loaders`)."""
 
 import shutil
 import sys
@@ -6,6 +7,8 @@ from pathlib import Path
 
 import matplotlib
 import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -50,6 +53,35 @@ def unreachable_mirrors(monkeypatch):
     monkeypatch.setattr(helpers.FashionMNIST, "mirrors", ["http://127.0.0.1:9/"])
 
 
+# ---------------------------------------------------------------------------- tiny random data and its loaders
+
+
+def random_images(n: int = 256, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """`n` random images shaped like MNIST's, with values in [0, 1), and random labels 0-9: the same for one seed."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g)
+
+
+def cpu_loader(images, labels, batch_size=64, shuffle=False) -> helpers.DeviceResidentLoader:
+    return helpers.DeviceResidentLoader(images, labels, batch_size, shuffle=shuffle, device="cpu")
+
+
+def small_loaders(n=512) -> tuple[helpers.DeviceResidentLoader, helpers.DeviceResidentLoader]:
+    """Training (shuffled) and validation (the first 100 images) loaders of `random_images(n)`, in batches of 64."""
+    x, y = random_images(n)
+    return cpu_loader(x, y, shuffle=True), cpu_loader(x[:100], y[:100])
+
+
+def small_dataloaders(n=512, seed=0) -> tuple[DataLoader, DataLoader]:
+    """`random_images(n, seed)` through torch's DataLoader: training shuffled in batches of 64, validation of 128."""
+    data = TensorDataset(*random_images(n, seed))
+    return DataLoader(data, 64, shuffle=True, generator=torch.Generator().manual_seed(1)), DataLoader(data, 128)
+
+
+def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
+    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+
+
 @pytest.fixture(autouse=True)
 def _no_progress_bars(monkeypatch):
     monkeypatch.setenv("HELPERS_PROGRESS", "0")
@@ -59,8 +91,6 @@ def _no_progress_bars(monkeypatch):
 
 def pytest_collection_modifyitems(config, items):
     """Tests marked `cuda` run where CUDA is present (`pytest -m cuda` runs only them) and skip elsewhere."""
-    import torch
-
     if torch.cuda.is_available():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU")

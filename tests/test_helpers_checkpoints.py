@@ -1,18 +1,19 @@
-"""Checkpoints that lose nothing, resume bit for bit, and refuse bad files; evaluation in depth."""
+"""helpers.py, section 5 and what fit does with a checkpoint (notebook 08): checkpoints that lose nothing, resume bit
+for bit, refuse bad files with the reason, and survive a full disk or a crash mid-write."""
 
 import copy
+import errno
 import os
 
-import matplotlib.figure
 import pytest
 import torch
-from torch.utils.data import Subset
+from conftest import cpu_loader, random_images, same_weights
+from torch.utils.data import DataLoader, Subset, TensorDataset
 
 import helpers
+import helpers_data
 
-
-def _weights_equal(a, b):
-    return all(torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values()))
+# ---------------------------------------------------------------------------- save_checkpoint and load_checkpoint
 
 
 def test_round_trip(tmp_path):
@@ -28,7 +29,7 @@ def test_round_trip(tmp_path):
     other = helpers.MnistModel()
     other_opt = torch.optim.SGD(other.parameters(), lr=0.1, momentum=0.9)
     state = helpers.load_checkpoint(path, other, other_opt)
-    assert _weights_equal(model, other)
+    assert same_weights(model, other)
     assert (state["epoch"], state["history"], state["seed"], state["hparams"]) == (3, history, 9, {"lr": 0.1})
     momentum = [s["momentum_buffer"] for s in other_opt.state.values()]
     assert momentum and all(torch.equal(a, b["momentum_buffer"]) for a, b in zip(momentum, opt.state.values()))
@@ -84,6 +85,89 @@ def test_other_model_shape_names_keys_and_shapes(tmp_path):
         helpers.load_checkpoint(path, torch.nn.Linear(2, 2, bias=False))
 
 
+def test_a_checkpoint_missing_keys_is_named_incomplete(tmp_path):
+    path = tmp_path / "c.ckpt"
+    torch.save({"format": helpers.CHECKPOINT_FORMAT, "model": helpers.MnistModel().state_dict()}, path)
+    with pytest.raises(ValueError, match="incomplete checkpoint: it lacks optimizer, epoch, history"):
+        helpers.load_checkpoint(path, helpers.MnistModel())
+
+
+def test_a_newer_checkpoint_format_says_to_update(tmp_path):
+    path = tmp_path / "c.ckpt"
+    torch.save({"format": "helpers-checkpoint-2"}, path)
+    with pytest.raises(ValueError, match="format 'helpers-checkpoint-2'.*update helpers.py"):
+        helpers.load_checkpoint(path)
+
+
+def test_an_optimizer_that_does_not_fit_loads_nothing(tmp_path):
+    model = helpers.MnistModel()
+    adam = torch.optim.Adam(model.parameters())
+    model.training_step(random_images(8))["loss"].backward()
+    adam.step()
+    helpers.save_checkpoint(tmp_path / "adam.ckpt", model, adam, epoch=1)
+    other = helpers.MnistModel()
+    start = copy.deepcopy(other)
+    sgd = torch.optim.SGD(other.parameters(), 0.1)
+    sgd_before = copy.deepcopy(sgd.state_dict())
+    with pytest.raises(ValueError, match="holds the state of Adam, which does not fit this SGD"):
+        helpers.load_checkpoint(tmp_path / "adam.ckpt", other, sgd)
+    assert same_weights(other, start), "the model's weights are untouched"
+    assert sgd.state_dict() == sgd_before
+
+
+def _failing_open(code):
+    def fail(*args, **kwargs):
+        raise OSError(code, os.strerror(code))
+
+    return fail
+
+
+def test_a_read_only_checkpoint_folder_names_the_checkpoint_not_a_temporary_file(tmp_path, monkeypatch):
+    monkeypatch.setattr(helpers_data, "open", _failing_open(errno.EACCES), raising=False)
+    with pytest.raises(OSError) as info:
+        helpers.save_checkpoint(tmp_path / "run.ckpt", helpers.MnistModel())
+    message = str(info.value)
+    assert "cannot write" in message and "run.ckpt: Permission denied" in message and ".tmp-" not in message
+    assert "writable" in message
+
+
+def test_temporary_files_of_dead_processes_are_cleaned_on_the_next_write(tmp_path):
+    dead = tmp_path / ".run.ckpt.tmp-999999999"  # no such process
+    alive = tmp_path / f".run.ckpt.tmp-{os.getppid()}"  # a process that runs: its write may be under way
+    other = tmp_path / ".other.ckpt.tmp-999999999"
+    for path in (dead, alive, other):
+        path.write_bytes(b"x" * 100)
+    helpers.save_checkpoint(tmp_path / "run.ckpt", helpers.MnistModel())
+    assert not dead.exists() and alive.exists() and other.exists()
+
+
+@pytest.mark.cuda
+def test_cuda_random_state_is_saved_and_restored(tmp_path):
+    torch.cuda.manual_seed_all(11)
+    path = helpers.save_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())
+    expected = torch.rand(5, device="cuda")
+    state = helpers.load_checkpoint(path)
+    assert state["rng"]["cuda"] and all(s.device.type == "cpu" for s in state["rng"]["cuda"])
+    torch.cuda.manual_seed_all(99)
+    helpers._set_rng_state(state["rng"], None)
+    assert torch.equal(torch.rand(5, device="cuda"), expected)
+
+
+def test_persistent_workers_start_before_the_generator_is_restored():
+    """Pins the private `DataLoader._iterator` that `_start_persistent_workers` reads: fails if torch changes it."""
+    dl = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, num_workers=1, persistent_workers=True)
+    assert dl._iterator is None, "torch changed DataLoader._iterator: see helpers._start_persistent_workers"
+    helpers._start_persistent_workers(helpers.DeviceDataLoader(dl, "cpu"))
+    assert dl._iterator is not None
+    started = dl._iterator
+    helpers._start_persistent_workers(dl)
+    assert dl._iterator is started, "started once, not again"
+    del dl, started
+
+
+# ---------------------------------------------- fit with a checkpoint: resume, one fit call per checkpoint, a full disk
+
+
 class StopAfter:
     """Raises KeyboardInterrupt after `steps` training-mode forward passes (a pressed stop button)."""
 
@@ -111,6 +195,10 @@ def _fresh(train_set, device_resident):
     return model, loader
 
 
+def _momentum(params, lr):
+    return torch.optim.SGD(params, lr, momentum=0.9)
+
+
 @pytest.mark.parametrize("device_resident", [True, False])
 def test_interrupt_and_resume_equals_uninterrupted_bit_for_bit(mnist, tmp_path, device_resident, capsys):
     train_set = Subset(mnist, range(1000))
@@ -129,25 +217,9 @@ def test_interrupt_and_resume_equals_uninterrupted_bit_for_bit(mnist, tmp_path, 
     resumed, loader = _fresh(train_set, device_resident)  # as in a new session
     history = helpers.fit(3, 0.3, resumed, loader, val, opt_func=_momentum, checkpoint_path=path, verbose=False)
     assert "Resuming from" in capsys.readouterr().out
-    assert _weights_equal(reference, resumed)
+    assert same_weights(reference, resumed)
     assert [h["val_acc"] for h in history] == [h["val_acc"] for h in ref_history]
     assert [h["train_loss"] for h in history] == [h["train_loss"] for h in ref_history]
-
-
-@pytest.mark.cuda
-def test_cuda_random_state_is_saved_and_restored(tmp_path):
-    torch.cuda.manual_seed_all(11)
-    path = helpers.save_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())
-    expected = torch.rand(5, device="cuda")
-    state = helpers.load_checkpoint(path)
-    assert state["rng"]["cuda"] and all(s.device.type == "cpu" for s in state["rng"]["cuda"])
-    torch.cuda.manual_seed_all(99)
-    helpers._set_rng_state(state["rng"], None)
-    assert torch.equal(torch.rand(5, device="cuda"), expected)
-
-
-def _momentum(params, lr):
-    return torch.optim.SGD(params, lr, momentum=0.9)
 
 
 def test_a_checkpoint_belongs_to_one_fit_call(mnist, tmp_path, capsys):
@@ -174,50 +246,12 @@ def test_a_checkpoint_belongs_to_one_fit_call(mnist, tmp_path, capsys):
         helpers.fit(3, 0.1, helpers.MnistModel(), train, train, torch.optim.Adam, checkpoint_path=path)
 
 
-# ---------------------------------------------------------------------------- evaluation in depth
-
-
-def test_confusion_matrix_and_per_class_accuracy():
-    labels = torch.tensor([0, 0, 1, 1, 1, 2])
-    preds = torch.tensor([0, 1, 1, 1, 0, 2])
-    cm = helpers.confusion_matrix(labels, preds, num_classes=3)
-    assert cm.tolist() == [[1, 1, 0], [1, 2, 0], [0, 0, 1]]
-    assert helpers.per_class_accuracy(cm).tolist() == pytest.approx([0.5, 2 / 3, 1.0])
-    with pytest.raises(ValueError, match="0..2"):
-        helpers.confusion_matrix(torch.tensor([3]), torch.tensor([0]), num_classes=3)
-    with pytest.raises(ValueError, match="one length"):
-        helpers.confusion_matrix(labels, preds[:2])
-
-
-def test_predictions_mistakes_and_pictures(mnist_test):
-    torch.manual_seed(0)
+def test_a_full_disk_at_a_save_keeps_the_completed_epochs(tmp_path, monkeypatch):
+    path = tmp_path / "run.ckpt"
+    train = cpu_loader(*random_images(128))
     model = helpers.MnistModel()
-    subset = Subset(mnist_test, range(300))
-    loader = helpers.DeviceResidentLoader.from_dataset(subset, 128, device="cpu")
-    preds = helpers.predict_loader(model, loader)
-    assert preds["labels"].tolist() == [mnist_test[i][1] for i in range(300)]
-    assert preds["probs"].shape == (300, 10) and torch.allclose(preds["probs"].sum(1), torch.ones(300))
-    assert torch.equal(preds["preds"], preds["probs"].argmax(1))
-    worst = helpers.most_confident_mistakes(preds, k=5)
-    conf = preds["probs"][worst, preds["preds"][worst]]
-    assert len(worst) == 5 and (preds["preds"][worst] != preds["labels"][worst]).all()
-    assert conf.tolist() == sorted(conf.tolist(), reverse=True)
-    wrong = (preds["preds"] != preds["labels"]).nonzero().flatten()
-    assert conf[0] == preds["probs"][wrong, preds["preds"][wrong]].max()
-    cm = helpers.confusion_matrix(preds["labels"], preds["preds"])
-    fig = helpers.plot_confusion_matrix(cm)
-    assert isinstance(fig, matplotlib.figure.Figure)
-    ax = fig.axes[0]
-    assert ax.get_title() == "Confusion matrix" and ax.get_xlabel() == "predicted label" and len(ax.texts) == 100
-    grid = helpers.show_mistakes(subset, preds, worst)
-    i = int(worst[0])
-    assert grid.axes[0].get_title().startswith(f"{preds['labels'][i]} / {preds['preds'][i]}")
-    with pytest.raises(ValueError, match="empty loader"):
-        helpers.predict_loader(model, [])
-    with pytest.raises(ValueError, match="no mistakes"):
-        helpers.show_mistakes(subset, preds, [])
-
-
-def test_show_source_prints_real_source(capsys):
-    helpers.show_source(helpers.accuracy)
-    assert "def accuracy(outputs" in capsys.readouterr().out
+    helpers.fit(1, 0.1, model, train, train, checkpoint_path=path, verbose=False)
+    monkeypatch.setattr(helpers_data, "open", _failing_open(errno.ENOSPC), raising=False)
+    with pytest.raises(helpers.CheckpointNotSaved, match=r"epoch 1 finished.*No space left.*free some disk") as info:
+        helpers.fit(3, 0.1, model, train, train, checkpoint_path=path, verbose=False)
+    assert len(info.value.history) == 2 and helpers.load_checkpoint(path)["epoch"] == 1

@@ -1,25 +1,89 @@
-"""Mixed precision, TF32 and torch.compile (notebook 11): each switch changes what it should, is off by
-default, and refuses what the device cannot do with a message that says what to use instead."""
+"""helpers_speed.py (notebooks 09 and 11): the benchmarks and the speedrun (their outputs, not their speed); mixed
+precision, TF32 and torch.compile: each switch changes what it should, is off by default, and refuses what the
+device cannot do with a message that says what to use instead."""
+
+import json
 
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from conftest import small_dataloaders
 
 import helpers
 import helpers_cli
 import helpers_speed
 
+# -------------------------------------------------------- the input pipelines' benchmark and the speedrun (notebook 09)
 
-def _loaders(n=512, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    data = TensorDataset(torch.rand(n, 1, 28, 28, generator=g), torch.randint(0, 10, (n,), generator=g))
-    return DataLoader(data, 64, shuffle=True, generator=torch.Generator().manual_seed(1)), DataLoader(data, 128)
+
+def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatch):
+    order = []
+    real_fit = helpers.fit
+    monkeypatch.setattr(helpers_speed, "fit", lambda *a, **kw: order.append(a[2]) or real_fit(*a, **kw))
+    rows = helpers_speed.benchmark_pipelines(data_root, devices=["cpu"], epochs=2, limit=2000, out_dir=tmp_path)
+    out = capsys.readouterr().out
+    assert "target" not in out and " met" not in out, "the benchmark measures; the acceptance test judges"
+    helpers_speed.write_bench(tmp_path / "bench.json", pipelines=rows)  # as `make bench` does, once
+    saved = json.loads((tmp_path / "bench.json").read_text())
+    assert saved["pipelines"] == json.loads(json.dumps(rows)) and saved["machine"] == helpers.describe_device("cpu")
+    assert (tmp_path / "bench.png").stat().st_size > 1000
+    fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "samples_per_s", "val_acc"}
+    assert all(fields | {"speedup_vs_lesson"} <= set(r) for r in rows)
+    pipelines = [(r["pipeline"], r["threads"]) for r in rows]
+    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers_speed.BENCH_PIPELINES]
+    if torch.get_num_threads() > 1:
+        assert pipelines[3] == ("resident", 1)
+    models = list(dict.fromkeys(order))
+    assert len(models) == len(rows) and order == models * 2, "one epoch each, taking turns: A B C A B C"
+    lesson = rows[0]
+    assert lesson["speedup_vs_lesson"] == 1.0
+    for r in rows:
+        assert r["speedup_vs_lesson"] == pytest.approx(lesson["epoch_s"] / r["epoch_s"])
+        assert r["epoch_s_min"] <= r["epoch_s"] <= r["epoch_s_max"]
+        assert r["samples_per_s"] > 0 and 0 <= r["val_acc"] <= 1
+    table = helpers_speed.format_pipelines(rows)
+    assert table.count("\n") == len(rows) + 1 and "| resident | cpu |" in table
+
+
+def test_benchmark_rejects_bad_input(data_root):
+    with pytest.raises(ValueError, match="epochs must be at least 1"):
+        helpers_speed.benchmark_pipelines(data_root, epochs=0, out_dir=None)
+    with pytest.raises(ValueError, match="unknown pipeline 'magic'"):
+        helpers_speed.benchmark_pipelines(
+            data_root, devices=["cpu"], epochs=1, pipelines=["magic"], limit=100, out_dir=None
+        )
+
+
+def test_a_benchmark_on_a_device_that_is_not_one_fails_before_loading_data(tmp_path):
+    argv = ["--data", str(tmp_path / "no-data"), "bench", "--devices", "garbage", "--out", str(tmp_path / "out")]
+    with pytest.raises(ValueError, match="'garbage' is not a device name"):
+        helpers_cli.main(argv)
+    assert not (tmp_path / "no-data").exists()
+
+
+def test_speedrun_runs_its_whole_schedule_and_looks_at_the_test_set_once(data_root, monkeypatch):
+    seen = []
+    real_evaluate = helpers.evaluate
+    monkeypatch.setattr(
+        helpers_speed, "evaluate", lambda model, loader: seen.append(len(loader.labels)) or real_evaluate(model, loader)
+    )
+    result = helpers_speed.speedrun(data_root, "cpu", epochs=2, target=0.999)
+    assert seen == [10000, 10000, 10000], "validation after each epoch, then the test set once, at the end"
+    assert result["epochs"] == 2 and len(result["val_accs"]) == 2 and not result["reached"]
+    assert result["train_s"] > 0 and result["data_s"] > 0 and 0.9 < result["test_acc"] < 0.999
+
+
+def test_a_speedrun_of_no_epochs_is_refused_before_loading_data(tmp_path):
+    with pytest.raises(ValueError, match="epochs must be at least 1 for a speedrun"):
+        helpers_speed.speedrun(root=tmp_path / "nothing-here", epochs=0)
+
+
+# ---------------------------------------------------------------- mixed precision, TF32 and torch.compile (notebook 11)
 
 
 def _trained(step=helpers.lesson_step, compile=False):
     torch.manual_seed(0)
     model = helpers_speed.compile_model(helpers.MnistModel(), compile)
-    history = helpers.fit(2, 0.5, model, *_loaders(), progress=False, verbose=False, make_step=step)
+    history = helpers.fit(2, 0.5, model, *small_dataloaders(), progress=False, verbose=False, make_step=step)
     return model, history
 
 
@@ -44,7 +108,7 @@ def test_bfloat16_autocast_runs_the_training_forward_pass_in_bfloat16():
     model = helpers.MnistModel()
     dtypes = _forward_dtypes(model)
     bfloat16 = helpers_speed.mixed_precision(torch.bfloat16)
-    history = helpers.fit(1, 0.5, model, *_loaders(), progress=False, verbose=False, make_step=bfloat16)
+    history = helpers.fit(1, 0.5, model, *small_dataloaders(), progress=False, verbose=False, make_step=bfloat16)
     assert {d for training, d in dtypes if training} == {torch.bfloat16}
     assert {d for training, d in dtypes if not training} == {torch.float32}, "evaluation stays in float32"
     assert all(p.dtype == torch.float32 for p in model.parameters()), "the weights stay float32"
@@ -79,7 +143,7 @@ def test_compile_trains_through_the_compiled_forward_pass(monkeypatch):
 
 def test_clear_errors_for_what_the_device_cannot_do(monkeypatch):
     model = helpers.MnistModel()
-    loaders = _loaders(64)
+    loaders = small_dataloaders(64)
     with pytest.raises(ValueError, match=r"float16 autocast needs a GPU.*mixed_precision\(torch.bfloat16\)"):
         helpers.fit(1, 0.5, model, *loaders, make_step=helpers_speed.mixed_precision(torch.float16))
     with pytest.raises(ValueError, match="amp must be torch.bfloat16, torch.float16 or None"):
@@ -102,15 +166,6 @@ def test_tf32_switch_is_restored_afterwards():
     assert torch.backends.cuda.matmul.fp32_precision == before
 
 
-def test_command_line_passes_the_switches(monkeypatch):
-    seen = {}
-    monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.update(kw))
-    helpers_cli.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
-    assert seen["make_step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
-    helpers_cli.main(["train"])
-    assert seen["make_step"].amp is None and seen["prepare"] is None
-
-
 @pytest.mark.cuda
 @pytest.mark.parametrize("amp", [torch.float16, torch.bfloat16])
 def test_mixed_precision_trains_on_cuda(amp):
@@ -119,7 +174,7 @@ def test_mixed_precision_trains_on_cuda(amp):
     torch.manual_seed(0)
     model = helpers.to_device(helpers.MnistModel(), "cuda")
     dtypes = _forward_dtypes(model)
-    train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in _loaders())
+    train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in small_dataloaders())
     history = helpers.fit(
         2, 0.5, model, train, val, progress=False, verbose=False, make_step=helpers_speed.mixed_precision(amp)
     )
@@ -144,6 +199,9 @@ def test_mlp_layers():
     model = helpers_speed.mlp(784, 64, 64, 10)
     assert [m.out_features for m in model if isinstance(m, torch.nn.Linear)] == [64, 64, 10]
     assert sum(isinstance(m, torch.nn.ReLU) for m in model) == 2 and model(torch.rand(3, 1, 28, 28)).shape == (3, 10)
+
+
+# ------------------------------------------------------------------- the speed benchmark and the profiler (notebook 11)
 
 
 def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, monkeypatch):

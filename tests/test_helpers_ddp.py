@@ -1,10 +1,10 @@
-"""Data-parallel training (notebook 10), proven on the CPU with gloo: the same weights as one process,
+"""helpers_ddp.py: data-parallel training (notebook 10), proven on the CPU with gloo: the same weights as one process,
 the same evaluation, and clear refusals.
 
 Notebook 10 itself launches torchrun with two processes (the lesson's loader), two nodes on one machine,
 four processes, and a job whose rank 1 fails; `make test` executes it once, and
-tests/test_notebooks.py::test_series_results_are_the_lessons checks that each gave one process's weights
-and that the failed job ended within a minute. The launches here are the ones the notebook does not make."""
+tests/test_notebooks.py::test_series_results_are_the_lessons[10_many_gpus] checks that each gave one process's
+weights and that the failed job ended within a minute. The launches here are the ones the notebook does not make."""
 
 import json
 import os
@@ -20,7 +20,11 @@ import helpers
 import helpers_ddp
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
+
+
 TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]  # the `torchrun` command, from this interpreter
+
+
 ENV = os.environ | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
 
 
@@ -203,9 +207,23 @@ def test_more_processes_than_gpus_is_refused(monkeypatch):
         helpers_ddp.init_distributed("cuda")
 
 
-def test_default_backends():
-    assert helpers_ddp.default_backend("cpu") == "gloo"
-    assert helpers_ddp.default_backend("cuda") == "nccl"
+def test_init_distributed_joins_with_the_backend_that_suits_the_device_and_one_process_joins_nothing(monkeypatch):
+    joined = []
+    monkeypatch.setattr(helpers_ddp.dist, "init_process_group", lambda backend, **kwargs: joined.append(backend))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    assert helpers_ddp.init_distributed() == helpers.get_default_device() and joined == [], "one process: no group"
+    monkeypatch.setenv("WORLD_SIZE", "1")
+    assert helpers_ddp.init_distributed("cpu") == torch.device("cpu") and joined == []
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("LOCAL_RANK", "1")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")  # leaves this process's thread count alone
+    assert helpers_ddp.init_distributed("cpu") == torch.device("cpu") and joined == ["gloo"]
+    monkeypatch.setattr(helpers, "_accelerator", lambda: torch.device("cuda"))  # a machine with 2 GPUs
+    monkeypatch.setattr(helpers_ddp, "accelerator_count", lambda: 2)
+    monkeypatch.setattr(torch.cuda, "set_device", lambda device: joined.append(str(device)))
+    assert helpers_ddp.init_distributed("cuda") == torch.device("cuda", 1), "process LOCAL_RANK takes GPU LOCAL_RANK"
+    assert joined == ["gloo", "cuda:1", "nccl"]
+    assert helpers_ddp.init_distributed("cuda", backend="gloo") == torch.device("cuda", 1) and joined[-1] == "gloo"
 
 
 def test_one_process_needs_no_group():

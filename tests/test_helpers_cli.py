@@ -1,5 +1,5 @@
-"""The command lines of helpers.py and notebooks/series.py: every bad option, output path or name is refused
-with one clear line before any work, and torchrun reports a failed launch's error."""
+"""helpers_cli.py, the command line: its dry runs do what they say; every bad option or output path is refused with
+one clear line before any work; torchrun reports a failed launch's error."""
 
 import json
 import os
@@ -15,11 +15,54 @@ import helpers_ddp
 import helpers_speed
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
-sys.path.insert(0, str(REPO / "notebooks"))
 
-import series  # noqa: E402
 
 ENV = {k: v for k, v in os.environ.items() if k != "HELPERS_DEBUG"} | {"HELPERS_PROGRESS": "0", "OMP_NUM_THREADS": "1"}
+
+
+# ---------------------------------------------------------------------------- what the commands do
+
+
+def test_command_line_dry_runs(data_root, tmp_path, capsys):
+    assert helpers_cli.main(["--data", str(data_root), "--dry-run", "train", "--save", str(tmp_path / "w.pth")]) == 0
+    out = capsys.readouterr().out
+    assert "test: loss" in out and (tmp_path / "w.pth").exists()
+    assert helpers_cli.main(["--data", str(data_root), "--dry-run", "train", "--fast"]) == 0
+    assert helpers_cli.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
+    saved = json.loads((tmp_path / "b" / "bench.json").read_text())
+    assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers_speed.BENCH_PIPELINES)
+    assert [r["config"] for r in saved["speed"]] == ["float32"], "a dry run compiles nothing, converts nothing"
+    readme = tmp_path / "README.md"
+    readme.write_text(
+        f"# Title\n\n{helpers_speed.README_BENCH[0]}\nold figures\n{helpers_speed.README_BENCH[1]}\n\nMore.\n"
+    )
+    assert (
+        helpers_cli.main(["bench-report", "--file", str(tmp_path / "b" / "bench.json"), "--readme", str(readme)]) == 0
+    )
+    text = readme.read_text()
+    assert "old figures" not in text and text.startswith("# Title") and text.endswith("\n\nMore.\n")
+    assert (
+        helpers_speed.format_speed(saved["speed"]) in text
+        and helpers_speed.format_pipelines(saved["pipelines"]) in text
+    )
+    with pytest.raises(ValueError, match="no block to replace"):
+        helpers_speed.write_bench_report(tmp_path / "b" / "bench.json", tmp_path / "b" / "bench.json")
+    assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
+    assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun", "--target", "0.999"]) == 0
+    with pytest.raises(ValueError, match="one learning rate per phase"):
+        helpers_cli.main(["--data", str(data_root), "--dry-run", "train", "--epochs", "1", "--lr", "0.1", "0.2", "0.3"])
+
+
+def test_command_line_passes_the_switches(monkeypatch):
+    seen = {}
+    monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.update(kw))
+    helpers_cli.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
+    assert seen["make_step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
+    helpers_cli.main(["train"])
+    assert seen["make_step"].amp is None and seen["prepare"] is None
+
+
+# ---------------------------------------------------------------------------- refused before any work
 
 
 @pytest.fixture
@@ -82,7 +125,7 @@ def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, mat
 
 
 @pytest.mark.parametrize("seed", ["99999999999999999999", "-1"])
-def test_a_seed_out_of_range_is_refused(no_work, seed):
+def test_a_seed_out_of_range_is_refused_on_the_command_line(no_work, seed):
     with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
         helpers_cli.main(["--seed", seed, "train"])
 
@@ -96,6 +139,9 @@ def test_bench_report_names_a_missing_or_broken_file(tmp_path):
     for path in (broken, other):
         with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
             helpers_cli.main(["bench-report", "--file", str(path)])
+
+
+# ---------------------------------------------------------------------------- errors, as a person at a shell sees them
 
 
 def test_cli_prints_one_line_and_exits_2(monkeypatch, capsys):
@@ -142,23 +188,3 @@ def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
     assert "error: a batch of 128 does not split evenly over 3 processes" in output
     root_cause = output.split("Root Cause")[1]
     assert "error_file: <N/A>" not in root_cause and "does not split evenly over 3 processes" in root_cause
-
-
-def test_series_refuses_an_unknown_notebook_before_running_anything(monkeypatch):
-    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
-    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
-    for command in ("run", "refresh", "translate"):
-        with pytest.raises(SystemExit, match="no notebook named 99_nope: choose from 01_gpu_runtime, 02_data_loading"):
-            series.main([command, "01_gpu_runtime", "99_nope"])
-
-
-def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
-    ran = []
-    monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
-    with pytest.raises(SystemExit, match="parameter.s. epochs; they declare: device, repeats, seed, sizes"):
-        series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
-    with pytest.raises(SystemExit, match="-p passes parameters to `run` only"):
-        series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
-    assert not ran
-    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
-    assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]

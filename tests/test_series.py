@@ -1,0 +1,144 @@
+"""The maintainers' tooling, notebooks/series.py and notebooks/serieslib: stamp, results, prepare, run (papermill,
+metrics, figures, report), adopt, and the command line refusing what it cannot do before running anything.
+The Chinese edition (translate) and its pages: test_translation.py."""
+
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "notebooks"))
+
+import series  # noqa: E402
+from serieslib import pages, results, runs  # noqa: E402
+
+NOTEBOOKS = pages.notebook_paths()
+
+
+# ---------------------------------------------------------------------------- pages and results
+
+
+def test_stamp_removes_leftovers_under_the_badge(tmp_path):
+    nb = nbformat.read(NOTEBOOKS[0], as_version=4)
+    title = nb.cells[0].source.splitlines()[0]
+    nb.cells[0].source = f"{title}\nBADGE\n[![Open In Colab](old)](old)\n\nText."
+    path = tmp_path / NOTEBOOKS[0].name
+    nbformat.write(nb, path)
+    assert pages.stamp(path)
+    assert nbformat.read(path, as_version=4).cells[0].source == f"{title}\n{pages.badge(path.name)}\n\nText."
+
+
+def test_results_read_as_a_person_reads_them():
+    assert results.format_value([0.123456, {"a": 2.0, "b": "x"}, 3]) == "[0.1235, {a: 2.0000, b: x}, 3]"
+    assert results.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
+
+
+# ---------------------------------------------------------------------------- runs: prepare, run, adopt
+
+
+def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
+    (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
+    nb = nbformat.read(prepared, as_version=4)
+    committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
+    (injected,) = pages.tagged(nb, "injected-parameters")
+    assert nb.cells.index(injected) == nb.cells.index(pages.tagged(nb, "parameters")[0]) + 1
+    assert all(line in injected.source for line in ('device = "cpu"', "exercise_epochs = 1", "spread_seeds = [1, 2]"))
+    assert "bench_limit" not in injected.source, "only the parameters the notebook declares"
+    assert f"checkpoint = {str(tmp_path / 'test' / 'lesson.ckpt')!r}".replace("'", '"') in injected.source
+    (recorder,) = pages.tagged(nb, "metrics")
+    assert recorder is nb.cells[-1] and recorder.source == results.results_cell(committed).source, "added last"
+    assert not recorder.outputs and not pages.tagged(committed, "metrics"), "at run time only"
+    rest = [c for c in nb.cells if c is not injected and c is not recorder]
+    assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
+    assert pages.tagged(nb, "nbval-check-output")
+    (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
+    assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
+
+
+def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):
+    """`make run`'s machinery on a stand-in notebook: parameters passed, metrics, figures, report, runs/latest."""
+    folder = tmp_path / "notebooks"
+    folder.mkdir()
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell("# 01 · A stand-in"),
+        nbformat.v4.new_code_cell("size = 2\ndevice = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(range(size))\nplt.show()"),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["series"] = {"results": ["{", '    "size": size,', '    "device": "cpu",', "}"]}
+    nbformat.write(nb, folder / "01_stand_in.ipynb")
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    out = runs.run({"size": 5, "exercise_epochs": 1}, out_root=tmp_path / "runs")
+    assert json.loads((out / "metrics.json").read_text()) == {"01_stand_in": {"size": 5, "device": "cpu"}}
+    executed = nbformat.read(out / "01_stand_in.ipynb", as_version=4)
+    (recorder,) = pages.tagged(executed, "metrics")
+    (output,) = recorder.outputs
+    assert recorder is executed.cells[-1] and set(output.data) == {results.RESULTS_MIME, "text/plain"}
+    assert output.data["text/plain"] == "", "an executed notebook shows nothing of it"
+    assert nbformat.read(folder / "01_stand_in.ipynb", as_version=4) == nb, "the notebook itself is untouched"
+    assert (out.parent / "latest").resolve() == out.resolve()
+    assert [f.name for f in (out / "figures").glob("*.png")] == ["01_stand_in-1.png"]
+    page = (out / "index.html").read_text()
+    assert 'href="html/01_stand_in.html"' in page and "01 · A stand-in" in page and "Device: <b>cpu</b>" in page
+    assert "<td>size</td><td>5</td>" in page, "the results in the report"
+    assert "_record_results" not in (out / "html" / "01_stand_in.html").read_text(), "the notebook's page, without it"
+
+
+def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
+    """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    nb = nbformat.read(folder / "03_model.ipynb", as_version=4)
+    params = pages.tagged(nb, "parameters")[0]
+    injected = nbformat.v4.new_code_cell('device = "cuda"', metadata={"tags": ["injected-parameters"]})
+    nb.cells.insert(nb.cells.index(params) + 1, injected)  # as papermill writes it into a run
+    changed = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
+    changed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
+    recorder = results.results_cell(nb)  # as a run appends it, executed
+    recorder.outputs = [nbformat.v4.new_output("display_data", {results.RESULTS_MIME: {"params": 1}, "text/plain": ""})]
+    nb.cells.append(recorder)
+    run = tmp_path / "run"
+    run.mkdir()
+    nbformat.write(nb, run / "03_model.ipynb")
+    assert runs.adopt(run, ["03_model"]) == ["03_model.ipynb"]
+    for path in (folder / "03_model.ipynb", folder / "zh" / "03_model.ipynb"):
+        adopted = nbformat.read(path, as_version=4)
+        code = [c for c in adopted.cells if c.cell_type == "code"]
+        assert not pages.tagged(adopted, "injected-parameters") and not pages.tagged(adopted, "metrics")
+        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2
+        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
+        assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]
+    nb.cells.remove(params)
+    nbformat.write(nb, run / "03_model.ipynb")
+    with pytest.raises(ValueError, match=f"lacks cells {params.id}: run it from this code"):
+        runs.adopt(run, ["03_model"])
+
+
+# ---------------------------------------------------------------------------- the command line
+
+
+def test_series_refuses_an_unknown_notebook_before_running_anything(monkeypatch):
+    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
+    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
+    for command in ("run", "refresh", "translate"):
+        with pytest.raises(SystemExit, match="no notebook named 99_nope: choose from 01_gpu_runtime, 02_data_loading"):
+            series.main([command, "01_gpu_runtime", "99_nope"])
+
+
+def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
+    ran = []
+    monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
+    with pytest.raises(SystemExit, match="parameter.s. epochs; they declare: device, repeats, seed, sizes"):
+        series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
+    with pytest.raises(SystemExit, match="-p passes parameters to `run` only"):
+        series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
+    assert not ran
+    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
+    assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
