@@ -255,3 +255,18 @@ def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch)
     first, second = seen.values()
     assert all(torch.equal(a, b) for a, b in zip(first, second)), "the same order for every configuration"
     assert not torch.equal(first[0], first[1]), "reshuffled every epoch"
+
+
+def test_benchmark_fit_takes_turns_with_the_bare_loops_and_reports_each(data_root, monkeypatch):
+    calls = []
+    real_fit = helpers_speed.fit
+    monkeypatch.setattr(helpers_speed, "fit", lambda *a, **kw: calls.append("fit") or real_fit(*a, **kw))
+    result = helpers_speed.benchmark_fit(data_root, "cpu", rounds=3, limit=512, verbose=False)
+    assert calls == ["fit"] * 3, "one epoch of fit a round"
+    assert list(result["loops"]) == ["fit", "four lines", "loss only"] and result["images"] == 512
+    for times in result["loops"].values():
+        assert 0 < times["epoch_s_min"] <= times["epoch_s"] <= times["epoch_s_max"]
+    table = helpers_speed.format_fit_overhead(result)
+    assert "| four lines |" in table and table.count("1.000x") == 2, "each baseline against itself"
+    with pytest.raises(ValueError, match="at least 2"):
+        helpers_speed.benchmark_fit(data_root, "cpu", rounds=1)
