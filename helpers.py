@@ -82,7 +82,7 @@ def _accelerator() -> torch.device | None:
 
 
 def accelerator_count() -> int:
-    """How many devices the accelerator has (0 without one)."""
+    """How many devices the accelerator has, 0 without one (notebook 10: one process each)."""
     return torch.accelerator.device_count() if _accelerator() is not None else 0
 
 
@@ -111,7 +111,7 @@ def _check_device(device: torch.device) -> torch.device:
 
 
 def as_device(device: str | torch.device, source: str = "") -> torch.device:
-    """`device` as a torch.device that exists here; a ValueError that says what to ask for instead."""
+    """`device` as a torch.device that exists here (notebook 01); a ValueError that says what to ask for instead."""
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
@@ -398,8 +398,11 @@ def classifier_validation_step(model: nn.Module, batch: Sequence[torch.Tensor]) 
     }
 
 
-def _as_metrics(out: torch.Tensor | dict) -> dict:
-    return out if isinstance(out, dict) else {"loss": out}
+def _as_metrics(out: torch.Tensor | dict, batch: Any) -> dict:
+    """A training step's result as a dict: a bare loss becomes {"loss": ..., "n": the batch's size}."""
+    if isinstance(out, dict):
+        return out
+    return {"loss": out, "n": len(batch[1]) if isinstance(batch, (list, tuple)) and len(batch) == 2 else 1}
 
 
 def training_step_of(model: nn.Module) -> Callable[[Any], dict]:
@@ -411,7 +414,7 @@ def training_step_of(model: nn.Module) -> Callable[[Any], dict]:
     own = getattr(model, "training_step", None)
     if own is None:
         return partial(classifier_training_step, model)
-    return lambda batch: _as_metrics(own(batch))
+    return lambda batch: _as_metrics(own(batch), batch)
 
 
 def sample_sums(outputs: Sequence[dict]) -> tuple[list[str], torch.Tensor]:
@@ -501,7 +504,7 @@ def _check_same_device(model: nn.Module, batch: Any) -> None:
 
 
 class NonFiniteData(ValueError):
-    """The data holds NaN or infinite values; `.history` holds the epochs `fit` completed before."""
+    """The data holds NaN or infinite values (notebook 05); `.history` holds the epochs `fit` completed before."""
 
     def __init__(self, message: str, history: list[dict] | None = None):
         super().__init__(message)
@@ -686,6 +689,12 @@ def _check_checkpoint(path: Path, state: Any) -> None:
             f"{path} was written in checkpoint format {found!r}, and this helpers.py reads {CHECKPOINT_FORMAT!r}: "
             "update helpers.py (git pull, or fetch the series again) to the version that wrote it"
         )
+    if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ValueError(
+            f"{path} holds a model's weights alone (a state_dict, as torch.save(model.state_dict()) and the command "
+            "line's --save write), not a checkpoint with its history: load the weights with "
+            "model.load_state_dict(torch.load(path, weights_only=True)), or save a checkpoint with save_checkpoint"
+        )
     if found != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a checkpoint written by save_checkpoint (no {CHECKPOINT_FORMAT!r} marker)")
     if missing := [key for key in CHECKPOINT_KEYS if key not in state]:
@@ -727,7 +736,9 @@ def load_checkpoint(
         ) from err
     _check_checkpoint(path, state)
     if model is not None and (problem := _shape_mismatch(state["model"], model)):
-        raise ValueError(f"checkpoint {path} does not fit this model: {problem}")
+        saved = {k: v for k, v in (state.get("hparams") or {}).items() if k.endswith("_size")}
+        made = "; it was saved from a model with " + ", ".join(f"{k} = {v}" for k, v in saved.items()) if saved else ""
+        raise ValueError(f"checkpoint {path} does not fit this model: {problem}{made}. Make the model the same way")
     if optimizer is not None and state["optimizer"] is not None:
         _load_optimizer(path, state, optimizer)
     if model is not None:
@@ -772,6 +783,15 @@ def check_hparams(epochs: Any, lr: Any) -> None:
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
 
 
+def check_save_path(path: str | Path) -> Path:
+    """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
+    path = Path(path)
+    helpers_data.check_writable(path.parent, folder=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    helpers_data.check_writable(path)
+    return path
+
+
 def lesson_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], dict]:
     """Make the lesson's training step for one batch (notebook 05): loss, backward, update, zero the gradients."""
     training_step = training_step_of(model)
@@ -795,7 +815,7 @@ def train_epoch(model: nn.Module, train_loader: Iterable, step: Callable[[Any], 
     t0 = time.perf_counter()
     outputs = []
     for batch in _checked_first(model, train_loader):
-        out = step(batch)
+        out = _as_metrics(step(batch), batch)  # a step made for the lesson's API may return the loss alone
         outputs.append(out | {"loss": out["loss"].detach()})
     means = getattr(model, "training_epoch_end", sample_means)(outputs)
     return {f"train_{k}": v for k, v in means.items()} | {"train_s": time.perf_counter() - t0}
@@ -825,12 +845,13 @@ def fit(
     check_hparams(epochs, lr)
     optimizer = opt_func(model.parameters(), lr)
     train_step = make_step(model, optimizer)
-    with CompletedEpochs(model, optimizer, (train_loader, val_loader), epochs, lr, opt_func, checkpoint_path) as done:
+    run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    with CompletedEpochs(model, optimizer, (train_loader, val_loader), run, checkpoint_path) as done:
         for epoch in range(len(done.history), epochs):
             t0 = time.perf_counter()
             result = train_epoch(model, progress_bar(train_loader, epoch, progress), train_step)
             result = evaluate(model, val_loader) | result | {"epoch_s": time.perf_counter() - t0}
-            done.add(epoch, result)  # a NaN loss stops here; else history, weights and checkpoint are kept
+            done.add(result)  # a NaN loss stops here; else history, weights and checkpoint are kept
             if verbose and hasattr(model, "epoch_end"):
                 model.epoch_end(epoch, result)
     return done.history
@@ -850,12 +871,20 @@ def _checked_first(model: nn.Module, loader: Iterable) -> Iterator:
 def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
     """The loader in a tqdm progress bar, unless `progress=False` or HELPERS_PROGRESS=0 turns bars off (notebook 05)."""
     if progress is None:
-        progress = os.environ.get("HELPERS_PROGRESS", "1").lower() not in ("0", "false", "no", "off")
+        progress = _switch("HELPERS_PROGRESS", default=True)
     if not progress:
         return loader
     from tqdm.auto import tqdm
 
     return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+
+
+def _switch(variable: str, default: bool) -> bool:
+    """An on/off environment variable: 1/true/yes/on or 0/false/no/off; a ValueError names anything else."""
+    value = os.environ.get(variable, "").strip().lower()
+    if value in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
+        return default if not value else value in ("1", "true", "yes", "on")
+    raise ValueError(f"{variable} must be 1 or 0 (on or off); it is {os.environ[variable]!r}: set it to 0 or 1")
 
 
 class CompletedEpochs:
@@ -866,22 +895,30 @@ class CompletedEpochs:
     last completed epoch back, and the error carries the completed epochs in `.history`.
     """
 
-    def __init__(self, model, optimizer, loaders, epochs, lr, opt_func, checkpoint_path=None):
-        self.model, self.optimizer, self.loaders, self.path = model, optimizer, loaders, checkpoint_path
-        self.lr = float(lr)
-        self.hparams = {"epochs": epochs, "lr": self.lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-        self.history = _resume(checkpoint_path, model, optimizer, loaders[0], self.hparams) if checkpoint_path else []
-        self.weights = copy.deepcopy(model.state_dict())
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        loaders: tuple[Iterable, Iterable],
+        hparams: dict,
+        checkpoint_path: str | Path | None = None,
+    ):
+        self.model, self.optimizer, self.loaders, self.hparams = model, optimizer, loaders, hparams
+        self.path, self.history = checkpoint_path, []
 
     def __enter__(self) -> CompletedEpochs:
+        """Resume from the checkpoint, if there is one; keep the weights to put back."""
+        if self.path is not None:
+            self.history = _resume(self.path, self.model, self.optimizer, self.loaders[0], self.hparams)
+        self.weights = copy.deepcopy(self.model.state_dict())
         return self
 
-    def add(self, epoch: int, result: dict) -> None:
+    def add(self, result: dict) -> None:
         """Keep a completed epoch: its result, the weights, the checkpoint; or raise if its loss is not finite."""
         if not all(math.isfinite(v) for k, v in result.items() if k.endswith("_loss")):
             for loader, name in zip(self.loaders, ("training", "validation")):
                 _blame_the_data(loader, name)
-            raise TrainingDiverged(_diverged(epoch, self.lr, result), self.history)
+            raise TrainingDiverged(_diverged(len(self.history), self.hparams["lr"], result), self.history)
         self.history.append(result)
         self.weights = copy.deepcopy(self.model.state_dict())
         if self.path is not None:
@@ -1204,12 +1241,12 @@ class DeviceResidentLoader:
 
 
 def lesson_loaders(
-    train_set: Dataset, val_set: Dataset, *more: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[Iterable, ...]:
+    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
+) -> tuple[DeviceDataLoader, ...]:
     """The lesson's loaders with batches on `device` (notebooks 02 and 04): training shuffled, then evaluation."""
-    train_dl, val_dl = make_loaders(train_set, val_set, device=device, seed=seed)
-    more_dls = [DataLoader(dataset, LESSON.val_batch_size) for dataset in more]
-    return tuple(DeviceDataLoader(dl, device) for dl in (train_dl, val_dl, *more_dls))
+    train_dl, val_dl = make_loaders(train_set, evaluation[0], device=device, seed=seed)
+    more = [DataLoader(dataset, LESSON.val_batch_size) for dataset in evaluation[1:]]
+    return tuple(DeviceDataLoader(dl, device) for dl in (train_dl, val_dl, *more))
 
 
 def resident_loaders(
@@ -1271,6 +1308,72 @@ def train_lesson(
         torch.save(model.state_dict(), save)
         print(f"saved the weights to {helpers_data.shown(Path(save))}")
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+
+
+# ==================================================================================================
+# 11. The notebooks' parameters, checked before any work (every notebook's first cells)
+# ==================================================================================================
+
+
+def _whole(low: int, none: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (none and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low)
+
+
+def _whole_list(low: int, none: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (none and v is None) or (isinstance(v, list) and bool(v) and all(map(_whole(low), v)))
+
+
+def _rate(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _path(v: Any) -> bool:
+    return v is None or (isinstance(v, (str, Path)) and str(v).strip() != "")
+
+
+PARAMETERS = {  # a parameter's name -> (what it accepts, the check)
+    "device": (
+        "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
+        lambda v: v is None or isinstance(v, str),
+    ),
+    "seed": ("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _whole(0)(v) and v < 2**63),
+    "data_root": ("None, or the folder of the data (a path)", _path),
+    "checkpoint": ("None, or the path of a checkpoint file", _path),
+    "progress": ("None, True or False", lambda v: v is None or isinstance(v, bool)),
+    "batch_size": ("a whole number of at least 1, such as 128", _whole(1)),
+    "hidden_size": ("a whole number of at least 1, such as 32", _whole(1)),
+    "epochs1": ("a whole number of at least 0, such as 5", _whole(0)),
+    "epochs2": ("a whole number of at least 0, such as 5", _whole(0)),
+    "lr1": ("a positive number, such as 0.5", _rate),
+    "lr2": ("a positive number, such as 0.1", _rate),
+    "exercise_epochs": ("a whole number of at least 1", _whole(1)),
+    "bench_epochs": ("a whole number of at least 1 (at least 2 in notebook 11)", _whole(1)),
+    "repeats": ("a whole number of at least 1", _whole(1)),
+    "profile_steps": ("a whole number of at least 1", _whole(1)),
+    "nprocs": ("None, or a whole number of at least 1", _whole(1, none=True)),
+    "exercise_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
+    "bench_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
+    "wide_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
+    "sizes": ("a list of matrix sizes, whole numbers of at least 1, such as [128, 512]", _whole_list(1)),
+    "matmul_sizes": ("a list of matrix sizes, whole numbers of at least 1, such as [64, 256]", _whole_list(1)),
+    "spread_seeds": ("None, or a list of seeds, such as [1, 2, 3]", _whole_list(0, none=True)),
+}
+
+
+def check_parameters(namespace: dict[str, Any]) -> None:
+    """Check the notebook parameters found in `namespace` against `PARAMETERS`: a ValueError names a wrong one.
+
+    A notebook calls it with `globals()` right after its parameters cell, so that a wrong value, typed there or
+    passed with `-p NAME VALUE` to a headless run, fails at once with what to write instead, before any work.
+    """
+    for name, (accepts, ok) in PARAMETERS.items():
+        if name in namespace and not ok(namespace[name]):
+            raise ValueError(
+                f"the parameter {name} must be {accepts}; it is {namespace[name]!r}. "
+                "Change it in the parameters cell (or pass another with -p)"
+            )
+    if namespace.get("device") is not None:
+        as_device(namespace["device"], " (the parameter device)")
 
 
 if __name__ == "__main__":

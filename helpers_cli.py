@@ -2,7 +2,7 @@
 
 python helpers_cli.py train                  # the lesson: fit(5, 0.5), fit(5, 0.1), test accuracy
 torchrun --standalone --nproc_per_node=2 helpers_cli.py train   # the same, data parallel
-python helpers_cli.py train --dry-run        # a quick check
+python helpers_cli.py --dry-run train        # a quick check (train --dry-run works too)
 python helpers_cli.py --help
 """
 
@@ -83,6 +83,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--momentum", type=float, default=0.9)
     run.add_argument("--epochs", type=int, default=6)
     run.add_argument("--target", type=float, default=0.97, help="exit 1 if the test accuracy ends below this")
+    for command in (train, bench, run):  # `train --dry-run` as well as `--dry-run train`
+        command.add_argument("--dry-run", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     _check_args(args)  # as given, before --dry-run replaces any of them and before any work
     limit = 1024 if args.dry_run else None

@@ -166,6 +166,12 @@ def _unavailable(raw: Path, what: str, fix: str) -> MnistUnavailable:
 
 def _blocked(raw: Path) -> tuple[str, str] | None:
     """Why no file can be written into `raw` (a file where a folder should be, a read-only folder), and the fix."""
+    broken = next((p for p in (raw, *raw.parents) if p.is_symlink() and not p.exists()), None)
+    if broken is not None:
+        return (
+            f"{broken} is a symbolic link to {os.readlink(broken)}, which does not exist",
+            f"point the link at a folder that exists, or remove the link, or {_OTHER_ROOT}",
+        )
     folder = _nearest(raw)
     if not folder.is_dir():
         return f"{folder} is a file, not a folder", f"remove or rename {folder}, or {_OTHER_ROOT}"

@@ -236,7 +236,7 @@ class _TrainingStep(nn.Module):
         super().__init__()
         self.model, self.training_step = model, training_step
 
-    def forward(self, batch: Any) -> torch.Tensor:
+    def forward(self, batch: Any) -> dict:
         return self.training_step(batch)
 
 
@@ -267,7 +267,7 @@ def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
     share = {"weight": torch.ones((), device=device)}
     ddp.register_comm_hook(share, mean_over_the_batch)
 
-    def training_step(batch: Any) -> torch.Tensor:
+    def training_step(batch: Any) -> dict:
         images = torch.full((), float(len(batch[1])), device=device)
         share["weight"] = images / all_reduce_sum(images.clone())  # one all-reduce of a number per step
         return ddp(batch)

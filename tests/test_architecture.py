@@ -65,9 +65,11 @@ def rule_breaks(sources: dict[str, str]) -> list[str]:
                 if name.startswith(f"{other}._") and other != module
             ]
             problems += [
-                f"{module} imports the private {node.names[0].name} from {other}"
+                f"{module} imports the private {alias.name} from {other}"
                 for node in ast.walk(ast.parse(source))
-                if isinstance(node, ast.ImportFrom) and node.module == other and node.names[0].name.startswith("_")
+                if isinstance(node, ast.ImportFrom) and node.module == other
+                for alias in node.names
+                if alias.name.startswith("_")
             ]
     lesson = sources.get("helpers", "")
     used = imports(lesson) | attributes(lesson)
@@ -97,6 +99,7 @@ def test_the_modules_keep_the_rules():
         ("helpers", "import helpers_speed", "helpers imports helpers_speed, which comes after it"),
         ("helpers_ddp", "count = helpers._accelerator()", "helpers_ddp uses the private helpers._accelerator"),
         ("helpers_ddp", "from helpers import _check_device", "helpers_ddp imports the private _check_device"),
+        ("helpers_cli", "from helpers import LESSON, _switch", "helpers_cli imports the private _switch"),
     ],
 )
 def test_a_broken_rule_is_caught(module, line, expected):

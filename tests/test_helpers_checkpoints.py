@@ -255,3 +255,20 @@ def test_a_full_disk_at_a_save_keeps_the_completed_epochs(tmp_path, monkeypatch)
     with pytest.raises(helpers.CheckpointNotSaved, match=r"epoch 1 finished.*No space left.*free some disk") as info:
         helpers.fit(3, 0.1, model, train, train, checkpoint_path=path, verbose=False)
     assert len(info.value.history) == 2 and helpers.load_checkpoint(path)["epoch"] == 1
+
+
+def test_weights_saved_alone_say_how_to_load_them(tmp_path):
+    model = helpers.MnistModel()
+    torch.save(model.state_dict(), tmp_path / "w.pt")  # what the command line's --save writes
+    with pytest.raises(
+        ValueError, match=r"weights alone .*model.load_state_dict\(torch.load\(path, weights_only=True\)\)"
+    ):
+        helpers.load_checkpoint(tmp_path / "w.pt", helpers.MnistModel())
+
+
+def test_a_checkpoint_of_another_hidden_size_names_the_size_to_set(tmp_path):
+    helpers.save_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel(784, 64, 10), hparams={"hidden_size": 64})
+    with pytest.raises(
+        ValueError, match=r"linear1.weight: checkpoint \[64, 784\] vs model \[32, 784\].*hidden_size = 64"
+    ):
+        helpers.load_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())

@@ -188,3 +188,11 @@ def test_torchrun_reports_the_error_of_a_failed_launch(data_root, tmp_path):
     assert "error: a batch of 128 does not split evenly over 3 processes" in output
     root_cause = output.split("Root Cause")[1]
     assert "error_file: <N/A>" not in root_cause and "does not split evenly over 3 processes" in root_cause
+
+
+def test_dry_run_goes_before_or_after_the_command(monkeypatch):
+    seen = []
+    monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.append(kw["epochs"]))
+    for argv in (["--dry-run", "train"], ["train", "--dry-run"], ["train"]):
+        assert helpers_cli.main(argv) == 0
+    assert seen == [[1, 1], [1, 1], [5, 5]], "a dry run trains one epoch a phase, wherever --dry-run stands"

@@ -226,6 +226,18 @@ def test_a_file_where_a_data_folder_should_be_is_one_clear_error(tmp_path, fetch
     assert fetched == [] and (tmp_path / file).read_text() == "not a folder"
 
 
+@pytest.mark.parametrize("link", ["data", "data/MNIST"])
+def test_a_broken_symbolic_link_in_the_data_root_is_named_with_its_fix(tmp_path, fetched, link):
+    (tmp_path / link).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / link).symlink_to(tmp_path / "gone")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path / "data")
+    message = str(err.value)
+    assert f"{tmp_path / link} is a symbolic link to {tmp_path / 'gone'}, which does not exist" in message
+    assert "fix: point the link at a folder that exists, or remove the link" in message
+    assert "a file stands where" not in message and fetched == []
+
+
 PIP_FULL_DISK = "\n".join(
     ["ERROR: Exception:", "Traceback (most recent call last):"]
     + ['  File "/usr/lib/python3/site-packages/pip/_internal/cli/base_command.py", line 180, in wrapper'] * 10

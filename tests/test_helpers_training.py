@@ -504,3 +504,70 @@ def test_resident_loader_from_any_dataset():
     loader = helpers.DeviceResidentLoader.from_dataset(ds, 8, device="cpu")
     images, labels = next(iter(loader))
     assert torch.equal(images, ds.tensors[0][:8]) and torch.equal(labels, ds.tensors[1][:8])
+
+
+@pytest.mark.parametrize("value", ["garbage", "O", "2"])
+def test_a_progress_switch_that_is_neither_on_nor_off_is_named(value, monkeypatch):
+    train, val = small_loaders()
+    monkeypatch.setenv("HELPERS_PROGRESS", value)
+    with pytest.raises(ValueError, match=rf"HELPERS_PROGRESS must be 1 or 0 \(on or off\); it is '{value}'"):
+        helpers.fit(1, 0.1, helpers.MnistModel(), train, val, verbose=False)
+
+
+def test_a_training_step_that_returns_the_loss_alone_is_averaged_over_samples():
+    """A step made for the lesson's API returns the bare loss: its batches still weigh their sizes."""
+
+    class LossOnly(helpers.MnistModel):
+        def training_step(self, batch):
+            return nn.functional.cross_entropy(self(batch[0]), batch[1])
+
+    torch.manual_seed(0)
+    model = LossOnly()
+    x, y = torch.rand(5, 1, 28, 28), torch.randint(0, 10, (5,))
+    with torch.no_grad():
+        expected = nn.functional.cross_entropy(model(x), y).item()  # the mean over 5 images, not over 2 batches
+    step = helpers.lesson_step(model, torch.optim.SGD(model.parameters(), 1e-12))
+    result = helpers.train_epoch(model, [(x[:4], y[:4]), (x[4:], y[4:])], step)
+    assert result["train_loss"] == pytest.approx(expected, rel=1e-4) and "train_acc" not in result
+    bare = helpers.train_epoch(model, [(x, y)], lambda batch: model.training_step(batch))  # a step returning a tensor
+    assert bare["train_loss"] == pytest.approx(expected, rel=1e-4)
+
+
+# ---------------------------------------------------------------------------- the notebooks' parameters
+
+GOOD = {"device": None, "seed": 42, "sizes": [128, 512], "hidden_size": 32, "lr1": 0.5, "spread_seeds": None}
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        (
+            "sizes",
+            [],
+            "sizes must be a list of matrix sizes, whole numbers of at least 1, such as [128, 512]; it is []",
+        ),
+        ("sizes", 128, "sizes must be a list of matrix sizes"),
+        ("hidden_size", "abc", "hidden_size must be a whole number of at least 1, such as 32; it is 'abc'"),
+        ("hidden_size", 32.5, "hidden_size must be a whole number of at least 1, such as 32; it is 32.5"),
+        ("lr1", 0, "lr1 must be a positive number, such as 0.5; it is 0"),
+        ("seed", -1, "seed must be a whole number from 0 to 2**63 - 1"),
+        ("spread_seeds", [], "spread_seeds must be None, or a list of seeds"),
+    ],
+)
+def test_a_wrong_parameter_is_named_with_what_it_accepts(name, value, says):
+    helpers.check_parameters(GOOD)  # the good values pass
+    with pytest.raises(ValueError, match=re.escape(says) + ".*Change it in the parameters cell"):
+        helpers.check_parameters(GOOD | {name: value})
+
+
+def test_a_device_parameter_that_is_no_device_says_where_it_came_from():
+    with pytest.raises(ValueError, match=r"'tpu' \(the parameter device\) is not a device name"):
+        helpers.check_parameters(GOOD | {"device": "tpu"})
+
+
+def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
+    path = helpers.check_save_path(tmp_path / "runs" / "lesson.ckpt")
+    assert path.parent.is_dir() and not path.exists()
+    (tmp_path / "file").write_text("")
+    with pytest.raises((OSError, ValueError), match=r"cannot write to .*file.*is a file"):
+        helpers.check_save_path(tmp_path / "file" / "lesson.ckpt")

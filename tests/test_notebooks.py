@@ -164,6 +164,53 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
         assert lesson["get_default_device"]() == helpers.get_default_device()
 
 
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
+def test_every_parameter_is_checked_before_any_work(path):
+    """The first code cell after the parameters checks them all (helpers.PARAMETERS knows each one) first."""
+    import papermill
+
+    import helpers
+
+    declared = set(papermill.inspect_notebook(str(path)))
+    assert declared <= set(helpers.PARAMETERS), f"unchecked parameters: {declared - set(helpers.PARAMETERS)}"
+    nb = nbformat.read(path, as_version=4)
+    start = nb.cells.index(pages.tagged(nb, "parameters")[0])
+    code = next(c for c in nb.cells[start + 1 :] if c.cell_type == "code")
+    statements = [
+        ast.unparse(node) for node in ast.parse(code.source).body if not isinstance(node, ast.Import | ast.ImportFrom)
+    ]
+    assert statements[0] == "helpers.check_parameters(globals())", "the check comes before anything else runs"
+
+
+def test_05_declares_each_phase_of_its_schedule_so_a_run_can_change_it():
+    import papermill
+
+    declared = papermill.inspect_notebook(str(REPO / "notebooks" / "05_training.ipynb"))
+    assert {"epochs1", "lr1", "epochs2", "lr2"} <= set(declared)
+
+
+def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, monkeypatch, capsys):
+    """A checkpoint saved without its history (save_checkpoint(path, model)) is refused with a line, then trained."""
+    import helpers
+
+    helpers.save_checkpoint(tmp_path / "lesson.ckpt", helpers.MnistModel())
+    trained = {"model": helpers.MnistModel(), "history": [{"val_acc": 0.25}]}
+    monkeypatch.setattr(helpers, "train_lesson", lambda *args, **kwargs: trained)
+    nb = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "CHECKPOINT.exists()" in c.source]
+    namespace = {"helpers": helpers, "MnistModel": helpers.MnistModel, "to_device": helpers.to_device}
+    namespace |= {
+        "DEVICE": "cpu",
+        "hidden_size": 32,
+        "DATA": tmp_path,
+        "seed": 42,
+        "CHECKPOINT": tmp_path / "lesson.ckpt",
+    }
+    exec(cell.source, namespace)
+    out = capsys.readouterr().out
+    assert "model and its history are not here, so training" in out and "validation accuracy: 0.2500" in out
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[1:8], ids=[p.stem for p in NOTEBOOKS[1:8]])
 def test_listings_in_02_to_08_hold_nothing_from_09_to_11(path):
     nb = nbformat.read(path, as_version=4)
