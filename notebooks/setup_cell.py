@@ -1,15 +1,19 @@
-# @title Set-up: import this series' `helpers`, fetching its code once if it is not here { display-mode: "form" }
+# @title Set-up: import `helpers` from version $version of this series' code, fetched once { display-mode: "form" }
 import os, sys, urllib.request  # noqa: E401, I001
 from pathlib import Path
 
-CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name")  # the fetched copy
-REPO = next((p for p in [Path.cwd(), *Path.cwd().parents, CACHE] if (p / "notebooks/series.py").is_file()), None)
-if REPO is None:  # Colab, Kaggle, a notebook on its own: fetch_series.py clones the code, or downloads a zip
+VERSION = "$version"  # the version of the series' code that this notebook belongs to: git tag v$version
+CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name") / VERSION  # per version
+REPO = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "notebooks/series.py").is_file()), CACHE)
+if not (REPO / "helpers.py").is_file():  # Colab, Kaggle, a notebook on its own: fetch_series.py fetches VERSION
     URL = os.environ.get("SERIES_FETCH_URL", "https://raw.githubusercontent.com/$github/$branch/")
     try:
         exec(urllib.request.urlopen(URL + "notebooks/fetch_series.py", timeout=60).read(), fetched := {})
     except OSError as err:  # no internet: one message that says what to do, not urllib's traceback
         raise RuntimeError(f"Cannot download {URL}: {err}. Turn internet on (Kaggle: Settings > Internet)") from None
-    REPO = fetched["fetch_series"](CACHE)
+    except (SyntaxError, ValueError):  # not Python but a web page: a captive portal's login page, a proxy's notice
+        raise RuntimeError(f"{URL} sent a web page, not Python: log in to the Wi-Fi, or check the connection") from None
+    REPO = fetched["fetch_series"](CACHE, VERSION)
 sys.path.insert(0, str(REPO))
+print(f"Series code v{VERSION} from {REPO if REPO == CACHE else 'the repository around this notebook'}")
 import helpers

@@ -1,19 +1,42 @@
 """The set-up cell (notebooks/setup_cell.py) and the fetcher it downloads (notebooks/fetch_series.py), in each place
-a notebook is opened: local Jupyter, Kaggle, a lone notebook without git, Colab; and without internet."""
+a notebook is opened: local Jupyter, Kaggle, a lone notebook without git, Colab; without internet; with the version
+of the code a notebook was stamped with, whatever else the cache holds; and the faults a learner meets, each in one
+line that names the folder or address and what to do."""
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
+import fetch_series  # noqa: E402
 from serieslib import pages  # noqa: E402
+
+VERSION = fetch_series.SERIES_VERSION
+NAME = Path(fetch_series.GITHUB).name  # the cache's folder, in ~/.cache
+GIT = [
+    "-c",
+    "user.name=test",
+    "-c",
+    "user.email=test@example.com",
+    "-c",
+    "commit.gpgsign=false",
+    "-c",
+    "tag.gpgsign=false",
+]
+OFFLINE = {
+    "SERIES_FETCH_URL": "file:///nowhere/",
+    "SERIES_REPO_URL": "file:///nowhere",
+    "SERIES_ARCHIVE_URL": "file:///x",
+}
 
 
 def _setup_in(cwd, env_overrides, path=None, code=None):
@@ -31,14 +54,46 @@ def _setup_in(cwd, env_overrides, path=None, code=None):
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _one_line_error(done) -> str:
+    """The error a learner sees: one traceback, no chained one, ending in a one-line RuntimeError; that line."""
+    assert done.returncode != 0, done.stdout
+    assert done.stderr.count("Traceback") == 1 and "During handling" not in done.stderr, done.stderr
+    last = done.stderr.rstrip("\n").splitlines()[-1]
+    assert last.startswith("RuntimeError: "), done.stderr
+    return last.removeprefix("RuntimeError: ")
+
+
+def _commit_and_archive(tree: Path, ref: str, archives: Path, prefix: str) -> None:
+    """Commit all of `tree`, and write the commit's zip archive as GitHub serves `ref`'s: archives/<ref>.zip."""
+    git = ["git", "-C", str(tree), *GIT]
+    subprocess.run([*git, "add", "-A"], check=True)
+    subprocess.run([*git, "commit", "-q", "--no-verify", "-m", ref], check=True)
+    _archive(tree, ref, archives, prefix)
+
+
+def _archive(tree: Path, ref: str, archives: Path, prefix: str) -> None:
+    """Write the zip archive of `tree`'s HEAD as GitHub serves `ref`'s, all in folder `prefix`: archives/<ref>.zip."""
+    zipped = archives / f"{ref}.zip"
+    zipped.parent.mkdir(parents=True, exist_ok=True)
+    cmd = ["git", "-C", str(tree), "archive", "--format=zip", f"--prefix={prefix}/", "-o", str(zipped), "HEAD"]
+    subprocess.run(cmd, check=True)
+
+
+def _publish(tree: Path, bare: Path) -> None:
+    """Push `tree`'s HEAD as branch main, and its tags, to a new bare repository `bare`: GitHub's stand-in."""
+    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "-C", str(tree), "push", "-q", str(bare), "HEAD:refs/heads/main", "--tags"], check=True)
+
+
 @pytest.fixture(scope="module")
 def origin(tmp_path_factory):
-    """Stand-ins for GitHub: this working tree, committed or not, as branch main of a bare repository and as a
-    zip archive, and the same files where the set-up cell downloads notebooks/fetch_series.py from."""
+    """Stand-ins for GitHub: this working tree, committed or not, as branch main of a bare repository, tagged
+    v<SERIES_VERSION> (released), with the zip archives of tag and branch; and the same files where the set-up
+    cell downloads notebooks/fetch_series.py from."""
     if not (REPO / ".git").exists():
         pytest.skip("the repository is not a git checkout")
     root = tmp_path_factory.mktemp("origin")
-    tree = root / "pytorch-gpu-mnist"  # the files git would commit now: tracked ones and new ones it does not ignore
+    tree = root / NAME  # the files git would commit now: tracked ones and new ones it does not ignore
     listed = subprocess.run(
         ["git", "-C", str(REPO), "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         capture_output=True,
@@ -48,27 +103,79 @@ def origin(tmp_path_factory):
         if (REPO / name).is_file():
             (tree / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(REPO / name, tree / name)
-    git = ["git", "-C", str(tree), "-c", "user.name=test", "-c", "user.email=test@example.com"]
     subprocess.run(["git", "init", "-q", str(tree)], check=True)
-    subprocess.run([*git, "add", "-A"], check=True)
-    subprocess.run([*git, "-c", "commit.gpgsign=false", "commit", "-q", "--no-verify", "-m", "now"], check=True)
-    bare = root / "pytorch-gpu-mnist.git"
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
-    subprocess.run([*git, "push", "-q", str(bare), "HEAD:refs/heads/main"], check=True)
-    archive = root / "main.zip"
-    prefix = "--prefix=pytorch-gpu-mnist-main/"
-    subprocess.run([*git, "archive", "--format=zip", prefix, "-o", str(archive), "HEAD"], check=True)
+    archives = root / "archives"
+    _commit_and_archive(tree, f"refs/tags/v{VERSION}", archives, f"{NAME}-{VERSION}")
+    _archive(tree, "refs/heads/main", archives, f"{NAME}-main")
+    subprocess.run(["git", "-C", str(tree), *GIT, "tag", "-a", f"v{VERSION}", "-m", "released"], check=True)
+    _publish(tree, root / f"{NAME}.git")
     return {
-        "SERIES_REPO_URL": bare.as_uri(),
+        "SERIES_REPO_URL": (root / f"{NAME}.git").as_uri(),
         "SERIES_BRANCH": "main",
-        "SERIES_ARCHIVE_URL": archive.as_uri(),
+        "SERIES_ARCHIVE_URL": archives.as_uri() + "/{ref}.zip",
         "SERIES_FETCH_URL": tree.as_uri() + "/",
     }
 
 
+@pytest.fixture(scope="module")
+def versions(tmp_path_factory):
+    """Stand-ins for GitHub with two released versions of a tiny series: tags v1 (lightweight) and v2 (annotated),
+    each with a helpers.py that says which version it is, and branch main, moved on since ("main"); the zip
+    archives of each; and this working tree's fetch_series.py where the set-up cell downloads it from."""
+    root = tmp_path_factory.mktemp("versions")
+    tree, archives = root / "series", root / "archives"
+    (tree / "notebooks").mkdir(parents=True)
+    (tree / "notebooks" / "series.py").write_text("# marks the repository's root\n")
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    for version, ref in [("1", "refs/tags/v1"), ("2", "refs/tags/v2"), ("main", "refs/heads/main")]:
+        (tree / "helpers.py").write_text(f'VERSION = "{version}"\n')
+        _commit_and_archive(tree, ref, archives, f"series-{version}")
+        if version == "1":
+            subprocess.run(["git", "-C", str(tree), "tag", "v1"], check=True)
+        elif version == "2":
+            subprocess.run(["git", "-C", str(tree), *GIT, "tag", "-a", "v2", "-m", "version 2"], check=True)
+    _publish(tree, root / "series.git")
+    return {
+        "SERIES_REPO_URL": (root / "series.git").as_uri(),
+        "SERIES_BRANCH": "main",
+        "SERIES_ARCHIVE_URL": archives.as_uri() + "/{ref}.zip",
+        "SERIES_FETCH_URL": REPO.as_uri() + "/",  # fetch_series.py as it is in this working tree
+    }
+
+
+@pytest.fixture
+def stamped(tmp_path, monkeypatch):
+    """stamped(version): the set-up cell that `stamp` writes into a notebook for that version of the code (into a
+    copy of notebook 01, never the series' own), with a line that shows which helpers it imported."""
+
+    def cell(version: str) -> str:
+        monkeypatch.setattr(pages, "SETUP", pages.setup_source(version))
+        path = tmp_path / f"stamped-{version}" / pages.notebook_paths()[0].name
+        path.parent.mkdir(exist_ok=True)
+        shutil.copy2(pages.notebook_paths()[0], path)
+        pages.stamp(path)
+        source = pages.tagged(nbformat.read(path, as_version=4), "setup")[0].source
+        assert f'VERSION = "{version}"' in source and "$" not in source
+        return source + "\nprint('HELPERS', helpers.VERSION, helpers.__file__)\n"
+
+    return cell
+
+
+def _no_git(tmp_path: Path) -> str:
+    """A PATH on which there is no git."""
+    folder = tmp_path / "no-git-bin"
+    folder.mkdir(exist_ok=True)
+    return str(folder)
+
+
+# ---------------------------------------------------------------------------- the cell and its definitions
+
+
 def test_setup_cell_is_short():
-    """A learner who unfolds it reads it at a glance: the fetching is in notebooks/fetch_series.py."""
-    assert len(pages.SETUP.splitlines()) <= 15
+    """A learner who unfolds it reads it at a glance (the fetching is in notebooks/fetch_series.py); stamped into
+    the notebooks, which ruff lints too, no line is longer than 120 characters."""
+    assert len(pages.SETUP.splitlines()) <= 20
+    assert max(len(line) for line in pages.SETUP.splitlines()) <= 120
 
 
 def test_setup_fetcher_uses_the_standard_library_only():
@@ -81,56 +188,152 @@ def test_setup_fetcher_uses_the_standard_library_only():
 
 def test_the_repositorys_address_is_written_once_in_fetch_series_and_stamped_everywhere():
     """The set-up cell downloads fetch_series.py from, and the badges open, the repository fetch_series.py names."""
-    import fetch_series
-
     github, branch = fetch_series.GITHUB, fetch_series.BRANCH
     assert f'"https://raw.githubusercontent.com/{github}/{branch}/"' in pages.SETUP and "$" not in pages.SETUP
-    assert f'/ ".cache" / "{Path(github).name}")' in pages.SETUP, "the fetched copy's folder is named after it"
+    assert f'/ ".cache" / "{NAME}") / VERSION' in pages.SETUP, "the fetched copies' folder is named after it"
     assert f"/github/{github}/blob/{branch}/notebooks/" in pages.badge("01_gpu_runtime.ipynb")
     tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
     assert [p.name for p in tooling if github in p.read_text(encoding="utf-8")] == [], "one definition"
 
 
+def test_the_code_version_is_written_once_in_fetch_series_and_stamped_into_the_set_up_cell():
+    """SERIES_VERSION names a git tag, v<SERIES_VERSION>; `stamp` writes it into the set-up cell, where it is the
+    version fetched, the name of its folder in the cache and the one printed."""
+    assert re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", VERSION), "a tag name and a folder name"
+    assert f'VERSION = "{VERSION}"' in pages.SETUP and f"git tag v{VERSION}" in pages.SETUP
+    assert 'fetched["fetch_series"](CACHE, VERSION)' in pages.SETUP
+    assert pages.setup_source("7") == pages.SETUP.replace(VERSION, "7")
+    tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
+    assert [p.name for p in tooling if VERSION in p.read_text(encoding="utf-8")] == [], "one definition"
+
+
+# ---------------------------------------------------------------------------- where a notebook is opened
+
+
 def test_setup_in_local_jupyter_finds_the_repository():
-    done = _setup_in(REPO / "notebooks", {"SERIES_REPO_URL": "file:///nowhere", "SERIES_FETCH_URL": "file:///nowhere"})
+    """A checkout around the notebook is used as it is: nothing fetched, nothing cached."""
+    env = {"SERIES_REPO_URL": "file:///nowhere", "SERIES_FETCH_URL": "file:///nowhere"}
+    done = _setup_in(REPO / "notebooks", env | {"SERIES_CACHE": "/nonexistent/cache"})
     assert done.returncode == 0, done.stderr
     assert f"REPO={REPO}" in done.stdout and f"HELPERS={REPO / 'helpers.py'}" in done.stdout
-    assert "Fetched" not in done.stdout
+    assert (
+        f"Series code v{VERSION} from the repository around this notebook\n" in done.stdout
+        and "Fetched" not in done.stdout
+    )
 
 
 def test_setup_in_kaggle_clones_into_the_cache(tmp_path, origin):
     working = tmp_path / "kaggle" / "working"
     working.mkdir(parents=True)
-    cache = tmp_path / "cache" / "pytorch-gpu-mnist"
+    cache = tmp_path / "cache" / NAME
     done = _setup_in(working, origin | {"KAGGLE_KERNEL_RUN_TYPE": "Interactive", "SERIES_CACHE": str(cache)})
     assert done.returncode == 0, done.stderr
-    assert "with git" in done.stdout and f"HELPERS={cache / 'helpers.py'}" in done.stdout
-    assert "delete that folder to fetch it again" in done.stdout
-    again = _setup_in(working, origin | {"SERIES_CACHE": str(cache), "SERIES_REPO_URL": "file:///nowhere"})
-    assert again.returncode == 0 and "Fetched" not in again.stdout, "fetched once, then reused"
-    assert f"HELPERS={cache / 'helpers.py'}" in again.stdout
+    copy = cache / VERSION
+    assert f"Fetched the series' code (v{VERSION}) into {copy} with git (delete it to fetch it again)" in done.stdout
+    assert f"Series code v{VERSION} from {copy}\n" in done.stdout and f"HELPERS={copy / 'helpers.py'}" in done.stdout
+    assert "No tag" not in done.stdout
+    again = _setup_in(working, origin | {"SERIES_CACHE": str(cache)} | OFFLINE)
+    assert again.returncode == 0 and "Fetched" not in again.stdout, "fetched once, then reused, offline too"
+    assert f"HELPERS={copy / 'helpers.py'}" in again.stdout
 
 
 def test_setup_for_a_lone_notebook_without_git_downloads_the_archive(tmp_path, origin):
     downloads = tmp_path / "Downloads"
     downloads.mkdir()
-    no_git = tmp_path / "bin"  # a PATH on which there is no git
-    no_git.mkdir()
-    cache = tmp_path / "cache" / "pytorch-gpu-mnist"
-    done = _setup_in(downloads, origin | {"SERIES_CACHE": str(cache)}, path=str(no_git))
+    cache = tmp_path / "cache" / NAME
+    done = _setup_in(downloads, origin | {"SERIES_CACHE": str(cache)}, path=_no_git(tmp_path))
     assert done.returncode == 0, done.stderr
-    assert f"from {origin['SERIES_ARCHIVE_URL']}" in done.stdout and (cache / "notebooks" / "series.py").exists()
-    assert not [p for p in cache.parent.iterdir() if p != cache], "no unpacking folder left behind"
+    address = origin["SERIES_ARCHIVE_URL"].replace("{ref}", f"refs/tags/v{VERSION}")
+    assert f"into {cache / VERSION} from {address}" in done.stdout
+    assert (cache / VERSION / "notebooks" / "series.py").exists()
+    assert list(cache.iterdir()) == [cache / VERSION], "no unpacking folder left behind"
+
+
+def test_setup_in_colab_fetches_the_series_and_imports_helpers(tmp_path, origin):
+    """With a stand-in google.colab module and Colab's working folder, the whole cell runs: fetch, then import."""
+    fake = tmp_path / "fake_colab" / "google" / "colab"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("# stands in for Colab's module\n")
+    content = tmp_path / "content"  # Colab's working folder
+    content.mkdir()
+    cache = tmp_path / "root" / ".cache" / NAME
+    code = pages.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
+    env = origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache)}
+    done = _setup_in(content, env, code=code)
+    assert done.returncode == 0, done.stderr
+    copy = cache / VERSION
+    assert f"HELPERS={copy / 'helpers.py'} cpu" in done.stdout and (copy / "notebooks" / "series.py").exists()
+
+
+# ---------------------------------------------------------------------------- the version a notebook was stamped with
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git", "archive"])
+@pytest.mark.parametrize(("mine", "other"), [("1", "2"), ("2", "1")])
+def test_a_lone_notebook_imports_its_own_version_when_the_cache_holds_another(
+    tmp_path, versions, stamped, mine, other, git
+):
+    """A notebook stamped v<mine>, run alone (no repository around it) with the cache already holding v<other>,
+    fetches tag v<mine> (with git, or its archive) into a folder of its own and imports it; then each
+    notebook, run again offline, imports its own version from the cache."""
+    cache, lone = tmp_path / "cache", tmp_path / "Drive"
+    lone.mkdir()
+    env, path = versions | {"SERIES_CACHE": str(cache)}, None if git else _no_git(tmp_path)
+    first = _setup_in(lone, env, path=path, code=stamped(other))
+    assert f"HELPERS {other} {cache / other / 'helpers.py'}" in first.stdout, first.stderr
+    done = _setup_in(lone, env, path=path, code=stamped(mine))
+    assert done.returncode == 0, done.stderr
+    how = "with git" if git else "from " + versions["SERIES_ARCHIVE_URL"].replace("{ref}", f"refs/tags/v{mine}")
+    assert f"Fetched the series' code (v{mine}) into {cache / mine} {how}" in done.stdout
+    assert f"Series code v{mine} from {cache / mine}\nHELPERS {mine} {cache / mine / 'helpers.py'}\n" in done.stdout
+    assert "No tag" not in done.stdout
+    for version in (other, mine):
+        again = _setup_in(lone, env | OFFLINE, code=stamped(version))
+        assert again.returncode == 0 and "Fetched" not in again.stdout, again.stderr
+        assert f"HELPERS {version} {cache / version / 'helpers.py'}" in again.stdout
+    assert sorted(p.name for p in cache.iterdir()) == ["1", "2"]
+
+
+@pytest.mark.parametrize("git", [True, False], ids=["git", "archive"])
+def test_a_version_not_tagged_yet_fetches_the_branch_saying_so_in_one_line(tmp_path, versions, stamped, git):
+    """Before a maintainer pushes tag v3, a notebook stamped 3 gets branch main, and a line that says so."""
+    cache = tmp_path / "cache"
+    path = None if git else _no_git(tmp_path)
+    done = _setup_in(tmp_path, versions | {"SERIES_CACHE": str(cache)}, path=path, code=stamped("3"))
+    assert done.returncode == 0, done.stderr
+    assert (
+        done.stdout.splitlines().count(
+            "No tag v3 of this series' code yet (not released): fetching branch main instead"
+        )
+        == 1
+    )
+    assert f"Fetched the series' code (main) into {cache / '3'}" in done.stdout
+    assert f"HELPERS main {cache / '3' / 'helpers.py'}" in done.stdout
+
+
+def test_a_set_up_cell_from_before_versions_still_gets_the_branch(tmp_path, versions, monkeypatch, capsys):
+    """Notebooks saved before versions call fetch_series(CACHE) from the branch: they get the branch, as before."""
+    for name, value in versions.items():
+        monkeypatch.setenv(name, value)
+    cache = tmp_path / "cache" / NAME
+    assert fetch_series.fetch_series(cache) == cache
+    assert (cache / "helpers.py").read_text() == 'VERSION = "main"\n'
+    assert (
+        capsys.readouterr().out
+        == f"Fetched the series' code (main) into {cache} with git (delete it to fetch it again)\n"
+    )
+
+
+# ---------------------------------------------------------------------------- faults, each in one line
 
 
 def test_setup_that_cannot_download_its_fetcher_says_what_to_do_in_one_error(tmp_path):
     """No internet (Kaggle's default): the first download fails, and one error says what to do."""
     url = "file:///no/such/folder/"
     done = _setup_in(tmp_path, {"SERIES_FETCH_URL": url, "SERIES_CACHE": str(tmp_path / "cache" / "series")})
-    assert done.returncode != 0
-    assert done.stderr.count("Traceback") == 1 and "During handling" not in done.stderr, done.stderr
-    message = done.stderr[done.stderr.index(f"RuntimeError: Cannot download {url}") :]
-    assert "Turn internet on (Kaggle: Settings > Internet)" in message and "No such file" in message
+    message = _one_line_error(done)
+    assert message.startswith(f"Cannot download {url}: ") and "No such file" in message
+    assert message.endswith("Turn internet on (Kaggle: Settings > Internet)")
 
 
 @pytest.mark.parametrize("kaggle", [False, True])
@@ -152,18 +355,70 @@ def test_setup_that_cannot_fetch_says_what_happened_and_what_to_do(tmp_path, ori
     ) is not kaggle
     assert "StopIteration" not in done.stderr and "CalledProcessError" not in done.stderr
     assert done.stderr.count("Traceback") == 1, done.stderr
+    assert "No tag" not in done.stdout, "a repository that does not answer is not one without the tag"
 
 
-def test_setup_in_colab_fetches_the_series_and_imports_helpers(tmp_path, origin):
-    """With a stand-in google.colab module and Colab's working folder, the whole cell runs: fetch, then import."""
-    fake = tmp_path / "fake_colab" / "google" / "colab"
-    fake.mkdir(parents=True)
-    (fake / "__init__.py").write_text("# stands in for Colab's module\n")
-    content = tmp_path / "content"  # Colab's working folder
-    content.mkdir()
-    cache = tmp_path / "root" / ".cache" / "pytorch-gpu-mnist"
-    code = pages.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
-    env = origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache)}
-    done = _setup_in(content, env, code=code)
-    assert done.returncode == 0, done.stderr
-    assert f"HELPERS={cache / 'helpers.py'} cpu" in done.stdout and (cache / "notebooks" / "series.py").exists()
+@pytest.mark.parametrize("content", ["no helpers.py", "other files", "a file"])
+def test_a_cache_folder_that_is_not_a_copy_says_which_and_to_empty_it(tmp_path, versions, stamped, content):
+    """A cache folder without helpers.py (an interrupted copy, say), or with other files, or a file in its place:
+    not a ModuleNotFoundError, nor "check the internet connection", but the folder and what to do."""
+    cache = tmp_path / "cache"
+    folder = cache / "1"
+    if content == "no helpers.py":
+        (folder / "notebooks").mkdir(parents=True)
+        (folder / "notebooks" / "series.py").write_text("# the series' marker, without helpers.py\n")
+    elif content == "other files":
+        folder.mkdir(parents=True)
+        (folder / "notes.txt").write_text("mine")
+    else:
+        cache.mkdir()
+        folder.write_text("mine")
+    done = _setup_in(tmp_path, versions | {"SERIES_CACHE": str(cache)}, code=stamped("1"))
+    assert _one_line_error(done) == (
+        f"{folder} is not a copy of this series' code (it has no helpers.py), and it is in the way: delete it or "
+        "empty it, or set SERIES_CACHE to another folder, then run this cell again"
+    )
+    assert "ModuleNotFoundError" not in done.stderr
+    assert content != "other files" or (folder / "notes.txt").read_text() == "mine", "the learner's files stay"
+    (shutil.rmtree if folder.is_dir() else Path.unlink)(folder)
+    again = _setup_in(tmp_path, versions | {"SERIES_CACHE": str(cache)}, code=stamped("1"))
+    assert f"HELPERS 1 {folder / 'helpers.py'}" in again.stdout, "the fix the message gives works"
+
+
+PAGES = {"html": b"<!DOCTYPE html>\n<html><body>Sign in to the Wi-Fi</body></html>\n", "binary": b"\x89PNG\0\0"}
+
+
+@pytest.mark.parametrize("page", PAGES.values(), ids=PAGES.keys())
+def test_a_web_page_instead_of_the_fetcher_says_to_log_in(tmp_path, page):
+    """A captive portal (or a proxy) answers with its own page: not a SyntaxError, but what to do. (Null bytes
+    raise ValueError before Python 3.12, SyntaxError since.)"""
+    portal = tmp_path / "portal"
+    (portal / "notebooks").mkdir(parents=True)
+    (portal / "notebooks" / "fetch_series.py").write_bytes(page)
+    url = portal.as_uri() + "/"
+    done = _setup_in(tmp_path, {"SERIES_FETCH_URL": url, "SERIES_CACHE": str(tmp_path / "cache")})
+    assert _one_line_error(done) == f"{url} sent a web page, not Python: log in to the Wi-Fi, or check the connection"
+
+
+def test_a_read_only_home_says_to_set_series_cache(tmp_path, versions, stamped):
+    """A home that cannot be written: not a raw OSError, but the folder, and SERIES_CACHE with an example; which
+    then works. (Root writes in a read-only folder: then a home that is a file fails the same way.)"""
+    home = tmp_path / "home"
+    home.mkdir()
+    home.chmod(0o555)
+    if os.geteuid() == 0:
+        home = tmp_path / "home-that-is-a-file"
+        home.write_text("")
+    work = tmp_path / "work"
+    work.mkdir()
+    done = _setup_in(work, versions | {"HOME": str(home)}, code=stamped("1"))
+    message = _one_line_error(done)
+    assert message.startswith(f"Cannot write to {home / '.cache' / NAME} (")
+    assert message.endswith(
+        "): set SERIES_CACHE to a writable folder (run %env SERIES_CACHE=/tmp/series in a cell), "
+        "then run this cell again"
+    )
+    writable = tmp_path / "series"
+    again = _setup_in(work, versions | {"HOME": str(home), "SERIES_CACHE": str(writable)}, code=stamped("1"))
+    assert f"HELPERS 1 {writable / '1' / 'helpers.py'}" in again.stdout, again.stderr
+    (tmp_path / "home").chmod(0o755)

@@ -6,7 +6,7 @@ from pathlib import Path
 from string import Template
 
 import nbformat
-from fetch_series import BRANCH, GITHUB  # the repository's address, defined once
+from fetch_series import BRANCH, GITHUB, SERIES_VERSION  # the repository's address and code version, defined once
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 REPO = NOTEBOOKS.parent
@@ -15,10 +15,13 @@ FOLDED = ("setup", "recap", "solution")  # tags of the cells a learner unfolds t
 NAV_WORDS = {"en": ("← Previous: ", "Next: "), "zh": ("← 上一篇：", "下一篇：")}
 
 
-def setup_source() -> str:
-    """The set-up cell: setup_cell.py with the repository's address in place of its $placeholders."""
+def setup_source(version: str = SERIES_VERSION) -> str:
+    """The set-up cell: setup_cell.py with the repository's address and the code's version in its $placeholders.
+
+    The version (SERIES_VERSION, or another for the tests) is the one the notebook fetches: git tag v<version>.
+    """
     text = Template(SETUP_FILE.read_text(encoding="utf-8").rstrip("\n"))
-    return text.substitute(github=GITHUB, branch=BRANCH, repo_name=Path(GITHUB).name)
+    return text.substitute(github=GITHUB, branch=BRANCH, repo_name=Path(GITHUB).name, version=version)
 
 
 SETUP = setup_source()
