@@ -1,6 +1,6 @@
 """The notebook series: run it headless, refresh the committed notebooks, stamp their Colab set-up.
 
-    python notebooks/series.py run [-p NAME VALUE ...]   # papermill into runs/<timestamp>/ and runs/latest
+    python notebooks/series.py run [-p NAME VALUE ...]   # papermill into a new runs/<timestamp>/, then runs/latest
     python notebooks/series.py prepare [--out runs/test]  # copies with the test parameters, for nbval (make test)
     python notebooks/series.py refresh                    # execute the committed notebooks in place
     python notebooks/series.py adopt runs/gpu/latest      # or take the outputs of a run (a GPU's) instead
@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from serieslib.pages import REPO, notebook_paths, shown, stamp
-from serieslib.runs import adopt, prepare, refresh, run
+from serieslib.runs import Refused, adopt, prepare, refresh, run
 from serieslib.translation import LANGUAGES, TranslationError, translate
 
 
@@ -38,6 +38,8 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}")
     if args.parameter and args.command != "run":  # prepare passes TEST_PARAMETERS, the same in every test
         raise SystemExit(f"-p passes parameters to `run` only; {args.command} executes the notebooks as they are")
+    if args.out and args.command not in ("run", "prepare"):
+        raise SystemExit(f"--out is an option of `run` and `prepare` only; {args.command} has no folder to choose")
     if args.parameter:
         import papermill
 
@@ -156,7 +158,13 @@ def main(argv: list[str] | None = None) -> None:
             raise SystemExit("adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest")
         args.folder, args.names = args.names[0], args.names[1:]
     _check_selection(args)
-    COMMANDS[args.command](args)
+    try:
+        COMMANDS[args.command](args)
+    except Refused as err:  # checked before anything was changed: the message says what to do
+        raise SystemExit(str(err)) from None
+    except KeyboardInterrupt:
+        print(f"series.py {args.command}: interrupted (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(130) from None
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The maintainers' tooling, notebooks/series.py and notebooks/serieslib: stamp, results, prepare, run (papermill,
 metrics, figures, report), adopt, and the command line refusing what it cannot do before running anything.
-The Chinese edition (translate) and its pages: test_translation.py."""
+The Chinese edition (translate) and its pages: test_translation.py. Faults (a folder not its own, Ctrl-C, a dead
+kernel, a bad device): test_series_faults.py."""
 
 import json
 import shutil
@@ -142,3 +143,10 @@ def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
     assert not ran
     series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
     assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
+
+
+def test_series_takes_parameters_and_names_in_any_order(monkeypatch):
+    ran = []
+    monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
+    series.main(["run", "-p", "device", "cpu", "01_gpu_runtime", "-p", "seed", "3", "05_training"])
+    assert ran[0][0] == {"device": "cpu", "seed": 3} and ran[0][2] == ["01_gpu_runtime", "05_training"]

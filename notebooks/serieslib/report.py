@@ -36,28 +36,34 @@ def render(exporter: HTMLExporter, notebook: Path, page: Path) -> None:
     page.write_text(html, encoding="utf-8")
 
 
-def render_pages(out: Path, stems: list[str], langs: list[str]) -> None:
+def render_pages(out: Path, summary: list[dict], langs: list[str]) -> None:
     """Render each executed notebook in `out` to out/html/, and its translations to out/<lang>/html/."""
     exporters = {lang: html_exporter(lang) for lang in ["en", *langs]}
-    for stem in stems:
+    for row in summary:
+        stem = row["stem"]
         render(exporters["en"], out / f"{stem}.ipynb", out / "html" / f"{stem}.html")
-        for lang in langs:
+        for lang in row["languages"]:
             render(exporters[lang], out / lang / f"{stem}.ipynb", out / lang / "html" / f"{stem}.html")
 
 
 def write_report(
     out: Path, summary: list[dict], metrics: dict, parameters: dict, langs: list[str] | None = None
 ) -> Path:
-    """Write out/index.html: each notebook rendered (translations in out/<lang>/html/) and linked, numbers, figures."""
+    """Write out/index.html: each notebook rendered (translations in out/<lang>/html/) and linked, numbers, figures.
+
+    Each row of `summary` lists in "languages" those it was translated into (by default all of `langs`). The
+    device shown is the one the notebooks recorded using, never the parameter asked for; none if none recorded one.
+    """
     import jinja2
 
     langs = langs or []
-    render_pages(out, [row["stem"] for row in summary], langs)
+    summary = [{"languages": langs} | row for row in summary]
+    render_pages(out, summary, langs)
     environment = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True)
     environment.filters["format_value"] = format_value
     page = environment.from_string(TEMPLATE.read_text(encoding="utf-8")).render(
         run=out.name,
-        device=next((m["device"] for m in metrics.values() if m.get("device")), parameters.get("device") or "default"),
+        device=next((m["device"] for m in metrics.values() if m.get("device")), None),
         described=next((m["device_description"] for m in metrics.values() if m.get("device_description")), ""),
         total=sum(row["seconds"] for row in summary),
         parameters=json.dumps(parameters),

@@ -1,0 +1,337 @@
+"""The tooling when something is wrong: a folder that is not its own, a failed run to adopt, two runs in one
+second, a bad device or a relative path, Ctrl-C or a dead kernel mid-run, an unwritable runs/, an error message
+longer than a line, and the kernel's shutdown. Each is refused in one line before anything changes, or kept."""
+
+import asyncio
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import papermill
+import pytest
+from nbclient.exceptions import DeadKernelError
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "notebooks"))
+
+import series  # noqa: E402
+from serieslib import pages, runs  # noqa: E402
+
+PARAMETERS = "size = 2\ndevice = None\ndata_root = None  # a path\ncheckpoint = None"
+RESULTS = [
+    "{",
+    '    "size": size,',
+    '    "device": "cpu",',
+    '    "data_root": data_root,',
+    '    "checkpoint": checkpoint,',
+    "}",
+]
+
+
+def stand_in(folder: Path, stem: str, code: str = "print(size)") -> Path:
+    """A notebook of the series' shape in `folder`: a title, a parameters cell, `code`, results in its metadata."""
+    folder.mkdir(exist_ok=True)
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [
+        nbformat.v4.new_markdown_cell(f"# {stem}"),
+        nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(code),
+    ]
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nb.metadata["series"] = {"results": RESULTS}
+    nbformat.write(nb, folder / f"{stem}.ipynb")
+    return folder / f"{stem}.ipynb"
+
+
+@pytest.fixture
+def series_of(tmp_path, monkeypatch):
+    """Make the series these stand-ins (stem -> code), in tmp_path/notebooks; returns that folder."""
+
+    def make(**notebooks: str) -> Path:
+        folder = tmp_path / "notebooks"
+        for stem, code in notebooks.items():
+            stand_in(folder, stem, code)
+        monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+        return folder
+
+    return make
+
+
+@pytest.fixture
+def no_kernels(monkeypatch):
+    """Fail the test if any notebook starts executing."""
+    monkeypatch.setattr(runs, "_execute", lambda *args: pytest.fail("a notebook ran"))
+
+
+# ---------------------------------------------------------------------------- 1. prepare's folder
+
+
+@pytest.mark.parametrize(
+    ("out", "precious"),
+    [(".", "README.md"), ("notebooks", "notebooks/01_a.ipynb"), ("runs", "runs/20240101-120000/index.html")],
+)
+def test_prepare_refuses_a_folder_that_is_not_its_own_and_deletes_nothing(tmp_path, monkeypatch, out, precious):
+    """`prepare --out .`, `--out notebooks`, `--out runs` deleted the repository, tracked files, every run."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / precious).parent.mkdir(parents=True, exist_ok=True)
+    (tmp_path / precious).write_text("precious")
+    folder = (tmp_path / out).resolve()
+    with pytest.raises(SystemExit, match=rf"^{folder} is not empty and prepare did not make it .*: pass --out"):
+        series.main(["prepare", "--out", out, "06_plots"])
+    assert [p.read_text() for p in tmp_path.rglob("*") if p.is_file()] == ["precious"], "nothing deleted or added"
+
+
+def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path):
+    """`make test` runs `prepare --out runs/test` every time: its own folder (marked) is emptied and rewritten."""
+    for out in (tmp_path / "new" / "test", tmp_path / "empty"):
+        out.mkdir(parents=True, exist_ok=True) if out.name == "empty" else None
+        runs.prepare(None, out, names=["06_plots"])
+        (out / "lesson.ckpt").write_text("left by the last test run")
+        (prepared,) = runs.prepare(None, out, names=["06_plots"])
+        assert prepared == out / "prepared" / "06_plots.ipynb" and (out / runs.PREPARED_MARK).is_file()
+        assert not (out / "lesson.ckpt").exists(), "its own folder starts afresh"
+    legacy = tmp_path / "before-the-mark"  # runs/test as prepare left it before it wrote its mark
+    (legacy / "prepared").mkdir(parents=True)
+    (legacy / "parameters.json").write_text("{}")
+    runs.prepare(None, legacy, names=["06_plots"])
+    assert (legacy / runs.PREPARED_MARK).is_file()
+    (tmp_path / "a-file").write_text("x")
+    with pytest.raises(runs.Refused, match="a-file is a file, not a folder: pass --out a new folder"):
+        runs.prepare(None, tmp_path / "a-file", names=["06_plots"])
+
+
+def test_out_is_refused_where_a_command_has_no_folder(monkeypatch):
+    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit, match="--out is an option of `run` and `prepare` only; refresh has no folder"):
+        series.main(["refresh", "--out", "runs/x"])
+
+
+# ---------------------------------------------------------------------------- 2. adopt
+
+
+@pytest.fixture
+def committed(tmp_path, monkeypatch) -> Path:
+    """A copy of the committed notebooks, standing in for notebooks/."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    return folder
+
+
+def _executed(committed: Path, stem: str, run: Path) -> nbformat.NotebookNode:
+    """`stem` as a run writes it into `run` with every cell executed cleanly (the committed outputs)."""
+    nb = nbformat.read(committed / f"{stem}.ipynb", as_version=4)
+    run.mkdir(exist_ok=True)
+    nbformat.write(nb, run / f"{stem}.ipynb")
+    return nb
+
+
+def test_adopt_refuses_a_failed_or_unfinished_notebook_before_changing_anything(committed, tmp_path):
+    """adopt of a run whose notebook failed replaced its committed outputs with a traceback, and said it succeeded."""
+    run = tmp_path / "run"
+    _executed(committed, "03_model", run)
+    failed = _executed(committed, "05_training", run)
+    cell = [c for c in failed.cells if c.cell_type == "code"][3]
+    cell.outputs = [nbformat.v4.new_output("error", ename="ZeroDivisionError", evalue="division by zero", traceback=[])]
+    nbformat.write(failed, run / "05_training.ipynb")
+    before = {p.name: p.read_bytes() for p in sorted(committed.rglob("*.ipynb"))}
+    number = failed.cells.index(cell) + 1
+    with pytest.raises(SystemExit) as refused:
+        series.main(["adopt", str(run), "03_model", "05_training"])
+    assert str(refused.value) == (
+        f"nothing adopted: {run / '05_training.ipynb'} failed in cell {number} (id {cell.id}): ZeroDivisionError: "
+        f"division by zero; fix it and run it again (or adopt the others alone: "
+        f"python notebooks/series.py adopt {run} 03_model)"
+    )
+    assert {p.name: p.read_bytes() for p in sorted(committed.rglob("*.ipynb"))} == before, "nothing changed"
+    interrupted = _executed(committed, "05_training", run)
+    interrupted.metadata["series"]["status"] = "interrupted"
+    nbformat.write(interrupted, run / "05_training.ipynb")
+    with pytest.raises(runs.Refused, match=r"05_training.ipynb did not finish \(interrupted\): run it again"):
+        runs.adopt(run, ["05_training"])
+    with pytest.raises(runs.Refused, match="holds none of the notebooks asked for"):
+        runs.adopt(run, ["01_gpu_runtime"])
+    assert {p.name: p.read_bytes() for p in sorted(committed.rglob("*.ipynb"))} == before
+
+
+# ---------------------------------------------------------------------------- 3. a folder per run
+
+
+def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(runs.time, "strftime", lambda _: "20250101-120000")
+    made = [runs.new_run_folder(tmp_path / "runs") for _ in range(3)]
+    assert [p.name for p in made] == ["20250101-120000", "20250101-120000-2", "20250101-120000-3"]
+    assert all(p.is_dir() for p in made)
+
+
+# ---------------------------------------------------------------------------- 4. checked once, before any kernel
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("tpu", r"'tpu' \(-p device\) is not a device name; use e.g. 'cpu', 'cuda'"),
+        ("cuda:9", "Device 'cuda:9' is not available on this machine; available: cpu"),
+    ],
+)
+def test_run_refuses_a_bad_device_once_before_any_kernel_starts(tmp_path, no_kernels, device, message):
+    with pytest.raises(SystemExit, match=message):
+        series.main(["run", "01_gpu_runtime", "-p", "device", device, "--out", str(tmp_path / "runs")])
+    assert not (tmp_path / "runs").exists(), "nothing made"
+
+
+def test_run_resolves_paths_where_the_command_was_typed_and_mixes_names_and_parameters(
+    series_of, tmp_path, monkeypatch
+):
+    """`series.py run -p device cpu 01_stand_in -p data_root data`: data/ beside the user, not in notebooks/."""
+    series_of(**{"01_stand_in": "print(size)"})
+    monkeypatch.chdir(tmp_path)
+    series.main(
+        [
+            "run",
+            "-p",
+            "device",
+            "cpu",
+            "01_stand_in",
+            "-p",
+            "data_root",
+            "data",
+            "-p",
+            "checkpoint",
+            "c.pt",
+            "--out",
+            "runs",
+        ]
+    )
+    (out,) = [p for p in (tmp_path / "runs").iterdir() if p.name != "latest"]
+    metrics = json.loads((out / "metrics.json").read_text())["01_stand_in"]
+    assert metrics["data_root"] == str(tmp_path / "data") and metrics["checkpoint"] == str(tmp_path / "c.pt")
+
+
+# ---------------------------------------------------------------------------- 5. Ctrl-C and a dead kernel
+
+
+def _stopping_at(monkeypatch, stem: str, error: BaseException) -> None:
+    """papermill raises `error` when it starts executing `stem`, as Ctrl-C or a kernel's death does."""
+    execute = papermill.execute_notebook
+
+    def fake(input_path, output_path, **kwargs):
+        if not kwargs.get("prepare_only") and Path(input_path).stem == stem:
+            raise error
+        return execute(input_path, output_path, **kwargs)
+
+    monkeypatch.setattr(papermill, "execute_notebook", fake)
+
+
+def test_ctrl_c_keeps_the_finished_notebooks_report_and_latest(series_of, tmp_path, monkeypatch, capsys):
+    series_of(**{"01_stand_in": "print(size)", "02_stand_in": "print(2)", "03_stand_in": "print(3)"})
+    earlier = tmp_path / "runs" / "earlier"
+    earlier.mkdir(parents=True)
+    (tmp_path / "runs" / "latest").symlink_to("earlier")
+    _stopping_at(monkeypatch, "02_stand_in", KeyboardInterrupt())
+    with pytest.raises(SystemExit) as stopped:
+        runs.run({}, out_root=tmp_path / "runs")
+    assert stopped.value.code == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.splitlines()[-1].startswith("Interrupted (Ctrl-C) during 02_stand_in:")
+    assert (tmp_path / "runs" / "latest").resolve() == earlier, "latest moves only to a run that finished"
+    (out,) = [p for p in (tmp_path / "runs").iterdir() if p.name not in ("latest", "earlier")]
+    assert json.loads((out / "metrics.json").read_text())["01_stand_in"]["size"] == 2
+    marked = nbformat.read(out / "02_stand_in.ipynb", as_version=4)
+    assert marked.metadata["series"]["status"] == "interrupted" and "did not finish" in marked.cells[0].source
+    page = (out / "index.html").read_text()
+    assert '<b class="failed">interrupted</b>' in page and "03_stand_in" not in page
+    with pytest.raises(runs.Refused, match="did not finish"):
+        runs.adopt(out, ["02_stand_in"])
+
+
+def test_a_dead_kernel_is_marked_and_the_run_goes_on(series_of, tmp_path, monkeypatch, capsys):
+    series_of(**{"01_stand_in": "print(size)", "02_stand_in": "print(2)", "03_stand_in": "print(3)"})
+    _stopping_at(monkeypatch, "02_stand_in", DeadKernelError("Kernel died"))
+    with pytest.raises(SystemExit, match="1 notebook.s. failed: 02_stand_in"):
+        runs.run({}, out_root=tmp_path / "runs")
+    assert "02_stand_in: kernel died after" in capsys.readouterr().err
+    out = (tmp_path / "runs" / "latest").resolve()
+    assert sorted(json.loads((out / "metrics.json").read_text())) == ["01_stand_in", "02_stand_in", "03_stand_in"]
+    marked = nbformat.read(out / "02_stand_in.ipynb", as_version=4)
+    assert marked.metadata["series"]["status"] == "kernel died"
+    assert '<b class="failed">kernel died</b>' in (out / "index.html").read_text()
+
+
+def test_ctrl_c_anywhere_else_is_one_line(monkeypatch, capsys):
+    def interrupted(args):
+        raise KeyboardInterrupt
+
+    monkeypatch.setitem(series.COMMANDS, "translate", interrupted)
+    with pytest.raises(SystemExit) as stopped:
+        series.main(["translate"])
+    assert stopped.value.code == 130 and capsys.readouterr().err == "series.py translate: interrupted (Ctrl-C)\n"
+
+
+# ---------------------------------------------------------------------------- 6. runs/ a file, or read-only
+
+
+def test_run_refuses_a_runs_folder_it_cannot_write_before_any_kernel(tmp_path, monkeypatch, no_kernels):
+    (tmp_path / "runs").write_text("not a folder")
+    with pytest.raises(SystemExit, match=rf"^{tmp_path / 'runs'} is a file, not a folder for runs: move it away"):
+        series.main(["run", "01_gpu_runtime", "--out", str(tmp_path / "runs")])
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    mkdir = Path.mkdir
+
+    def read_only(self, *args, **kwargs):
+        if self.parent == locked:
+            raise PermissionError(13, "Permission denied", str(self))
+        return mkdir(self, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "mkdir", read_only)
+    with pytest.raises(runs.Refused, match=rf"cannot make a run's folder in {locked} \(Permission denied\): make it"):
+        runs.run({}, out_root=locked)
+    (tmp_path / "runs2" / "latest").mkdir(parents=True)
+    with pytest.raises(runs.Refused, match="latest is not the link .or copy. that run makes there: move it away"):
+        runs.run({}, out_root=tmp_path / "runs2")
+
+
+# ---------------------------------------------------------------------------- 7, 8. a failed run's report
+
+
+def test_a_failed_run_shows_its_whole_error_and_no_device_it_did_not_use(series_of, tmp_path, monkeypatch, capsys):
+    long = "x" * 250 + " fix: pass -p size 3"
+    series_of(**{"01_stand_in": f"raise ValueError({long!r})"})
+    monkeypatch.setattr(runs, "check_device", lambda *args: None, raising=False)  # the report: what ran, not asked
+    with pytest.raises(SystemExit, match="1 notebook.s. failed: 01_stand_in"):
+        runs.run({"device": "tpu"}, out_root=tmp_path / "runs")
+    printed = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("01_stand_in ") and " FAILED " in line and line.endswith(long) for line in printed)
+    page = (tmp_path / "runs" / "latest" / "index.html").read_text()
+    assert f"ValueError: {long}" in page and "Device: none recorded" in page and "tpu</b>" not in page
+
+
+# ---------------------------------------------------------------------------- 9. the kernel's shutdown
+
+
+def test_shutdown_does_not_interrupt_the_kernel_but_a_timeout_still_does(monkeypatch):
+    """A SIGINT sent as a kernel shuts down logged "KeyboardInterrupt caught in kernel." in one run in twenty."""
+    from jupyter_client.manager import AsyncKernelManager
+
+    sent = []
+
+    async def interrupt(self):
+        sent.append(self.shutting_down)
+
+    monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
+    manager = runs.quiet_kernel_manager()()
+    for shutting_down in (True, False):
+        manager.shutting_down = shutting_down
+        asyncio.run(manager._async_interrupt_kernel())
+    assert sent == [False]
+
+
+def test_importing_series_loads_no_torch():
+    """The device is checked in a subprocess: the command line itself stays quick to start."""
+    code = "import sys; sys.path.insert(0, 'notebooks'); import series; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
