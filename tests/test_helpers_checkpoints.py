@@ -67,8 +67,12 @@ def test_not_a_checkpoint(tmp_path):
         helpers.load_checkpoint(text)
     plain = tmp_path / "weights.pth"
     torch.save(helpers.MnistModel().state_dict(), plain)  # the lesson's file: weights only
-    with pytest.raises(ValueError, match="not a checkpoint written by save_checkpoint"):
+    with pytest.raises(ValueError, match="weights alone .*not a checkpoint with its history"):
         helpers.load_checkpoint(plain)
+    other = tmp_path / "other.pt"
+    torch.save({"epoch": 3, "notes": "mine"}, other)  # a dict of someone else's making
+    with pytest.raises(ValueError, match="not a checkpoint written by save_checkpoint"):
+        helpers.load_checkpoint(other)
 
 
 def test_wrong_path(tmp_path):

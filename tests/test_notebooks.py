@@ -112,7 +112,9 @@ def test_05_trains_the_lessons_schedule_with_the_lessons_own_fit():
     assert "helpers.fit" not in code and "helpers.train" not in code and "helpers.MnistModel" not in code
     assert "class MnistModel(nn.Module)" in code and "class DeviceDataLoader" in code, "the lesson's own classes"
     params = pages.tagged(nb, "parameters")[0].source
-    assert "epochs1, lr1 = 5, 0.5" in params and "epochs2, lr2 = 5, 0.1" in params
+    assert all(
+        f"{name} = {value}" in params for name, value in [("epochs1", 5), ("lr1", 0.5), ("epochs2", 5), ("lr2", 0.1)]
+    )
 
 
 # ------------------------------------------------------------------- the lesson's code and the listings against helpers
