@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv
+.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test
 
 venv: $(VENV)
 
@@ -72,3 +72,14 @@ speedrun: $(VENV)
 ## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
 notebooks: $(VENV)
 	$(PY) notebooks/series.py refresh $(ARGS)
+
+## JupyterLab in headless Chromium (tests/test_jupyterlab.py): opens notebooks 01, 04 and 08, runs all cells, saves,
+## checks that every cell ran without error and 08's progress bars (ipywidgets) showed, and that a planted error is
+## caught; screenshots in runs/jupyterlab/. As root it installs Debian's chromium and chromium-driver if missing;
+## without them the test says so and skips. Prints its time.
+browser-test: $(VENV)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
+		echo "browser-test: could not install chromium and chromium-driver; the test will skip"
+	@start=$$(date +%s); BROWSER_TEST=1 PYTHONPATH=tests $(PY) -m pytest -s tests/test_jupyterlab.py $(ARGS); \
+		status=$$?; echo "browser-test: $$(( $$(date +%s) - start )) s"; exit $$status

@@ -875,8 +875,26 @@ def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> 
     if not progress:
         return loader
     from tqdm.auto import tqdm
+    from tqdm.notebook import tqdm as notebook_tqdm
 
-    return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+    if not issubclass(tqdm, notebook_tqdm):  # a terminal: tqdm's text bar
+        return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+    return _bar_that_leaves_nothing(tqdm(loader, desc=f"Epoch {epoch}", leave=False, display=False))
+
+
+def _bar_that_leaves_nothing(bar: Any) -> Iterator:
+    """A notebook's progress bar, replaced by nothing once done: a saved notebook keeps no widget it cannot show.
+
+    tqdm closes a finished bar's widget; a notebook saved with its output would show "Error displaying
+    widget" when opened again (jupyter-widgets/ipywidgets#3821).
+    """
+    from IPython.display import display
+
+    shown = display(bar.container, display_id=True)
+    try:
+        yield from bar
+    finally:
+        shown.update({"text/plain": ""}, raw=True)
 
 
 def _switch(variable: str, default: bool) -> bool:
