@@ -775,11 +775,27 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.history = history
 
 
+def _whole(low: int, none: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (none and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low)
+
+
+def _whole_list(low: int, none: bool = False) -> Callable[[Any], bool]:
+    return lambda v: (none and v is None) or (isinstance(v, list) and bool(v) and all(map(_whole(low), v)))
+
+
+def _rate(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
+
+
+def _path(v: Any) -> bool:
+    return v is None or (isinstance(v, (str, Path)) and str(v).strip() != "")
+
+
 def check_hparams(epochs: Any, lr: Any) -> None:
     """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number (notebook 05)."""
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+    if not _whole(0)(epochs):
         raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+    if not _rate(lr):
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
 
 
@@ -900,8 +916,10 @@ def _bar_that_leaves_nothing(bar: Any) -> Iterator:
 def _switch(variable: str, default: bool) -> bool:
     """An on/off environment variable: 1/true/yes/on or 0/false/no/off; a ValueError names anything else."""
     value = os.environ.get(variable, "").strip().lower()
-    if value in ("", "1", "true", "yes", "on", "0", "false", "no", "off"):
-        return default if not value else value in ("1", "true", "yes", "on")
+    if not value:
+        return default
+    if value in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+        return value in ("1", "true", "yes", "on")
     raise ValueError(f"{variable} must be 1 or 0 (on or off); it is {os.environ[variable]!r}: set it to 0 or 1")
 
 
@@ -1331,22 +1349,6 @@ def train_lesson(
 # ==================================================================================================
 # 11. The notebooks' parameters, checked before any work (every notebook's first cells)
 # ==================================================================================================
-
-
-def _whole(low: int, none: bool = False) -> Callable[[Any], bool]:
-    return lambda v: (none and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low)
-
-
-def _whole_list(low: int, none: bool = False) -> Callable[[Any], bool]:
-    return lambda v: (none and v is None) or (isinstance(v, list) and bool(v) and all(map(_whole(low), v)))
-
-
-def _rate(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _path(v: Any) -> bool:
-    return v is None or (isinstance(v, (str, Path)) and str(v).strip() != "")
 
 
 PARAMETERS = {  # a parameter's name -> (what it accepts, the check)
