@@ -1,5 +1,7 @@
 # @title Set-up: import `helpers` from version $version of this series' code, fetched once { display-mode: "form" }
-import os, sys, urllib.request  # noqa: E401, I001
+import os
+import sys
+import urllib.request
 from pathlib import Path
 
 VERSION = "$version"  # the version of the series' code that this notebook belongs to: git tag v$version

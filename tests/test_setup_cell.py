@@ -174,7 +174,7 @@ def _no_git(tmp_path: Path) -> str:
 def test_setup_cell_is_short():
     """A learner who unfolds it reads it at a glance (the fetching is in notebooks/fetch_series.py); stamped into
     the notebooks, which ruff lints too, no line is longer than 120 characters."""
-    assert len(pages.SETUP.splitlines()) <= 20
+    assert len(pages.SETUP.splitlines()) <= 21  # 20, and one line for the imports one to a line
     assert max(len(line) for line in pages.SETUP.splitlines()) <= 120
 
 
