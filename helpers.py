@@ -149,6 +149,15 @@ def describe_device(device: str | torch.device | None = None) -> str:
     return f"cpu: {cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} PyTorch threads"
 
 
+def describe_run(device: str | torch.device | None = None) -> str:
+    """Where the outputs below a notebook's first cell were computed, and what that means for its GPU figures."""
+    device = get_default_device(device)
+    where = f"These outputs were computed on {describe_device(device)}, with PyTorch {torch.__version__}."
+    if device.type == "cpu":
+        return where + "\nNo GPU took part: where the text speaks of a GPU, it says what to expect, not what was shown."
+    return where + f"\nThe GPU figures below were measured on this {device.type} device."
+
+
 def synchronize(device: str | torch.device) -> None:
     """Wait for queued work on an accelerator to finish, so that a timer measures it (notebook 01)."""
     device = torch.device(device)

@@ -128,6 +128,18 @@ def test_describe_cpu():
     assert text.startswith("cpu:") and f"{torch.get_num_threads()} PyTorch threads" in text
 
 
+def test_describe_run_says_which_device_made_the_outputs_and_what_gpu_figures_are():
+    text = helpers.describe_run("cpu")
+    assert helpers.describe_device("cpu") in text and torch.__version__ in text
+    assert "No GPU took part" in text and "what to expect" in text
+
+
+@pytest.mark.cuda
+def test_describe_run_on_cuda_says_the_gpu_figures_were_measured():
+    text = helpers.describe_run("cuda")
+    assert "cuda:" in text and "measured on this cuda device" in text and "No GPU" not in text
+
+
 @pytest.mark.cuda
 def test_synchronize_waits_for_cuda():
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
