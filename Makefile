@@ -48,7 +48,7 @@ test-colab: $(COLAB_VENV)
 	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
 		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_series.py tests/test_setup_cell.py $(ARGS)
 
-## Everything to run when a GPU is lent, in one go: the CUDA tests, the benchmarks and the README's figures,
+## Everything to run on a machine with a GPU, in one go: the CUDA tests, the benchmarks and MAINTAINERS.md's figures,
 ## the series on the GPU into runs/gpu/. Without CUDA it says so, rehearses the CPU side and lists what it skipped.
 gpu-check: $(VENV)
 	bash .ci/gpu-check
@@ -62,9 +62,9 @@ lint: $(VENV)
 bench: $(VENV)
 	$(PY) helpers_cli.py bench $(ARGS)
 
-## Replace the README's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
+## Replace MAINTAINERS.md's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
 bench-report: $(VENV)
-	$(PY) helpers_cli.py bench-report --readme README.md
+	$(PY) helpers_cli.py bench-report --readme MAINTAINERS.md
 
 speedrun: $(VENV)
 	$(PY) helpers_cli.py speedrun
