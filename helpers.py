@@ -505,11 +505,14 @@ def _check_same_device(model: nn.Module, batch: Any) -> None:
     param = next(model.parameters(), None)
     first = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
     if param is not None and isinstance(first, torch.Tensor) and first.device != param.device:
-        raise ValueError(
-            f"the model is on {param.device} but the batch is on {first.device}: move the model with "
-            f"to_device(model, {str(first.device)!r}), or wrap the loader in DeviceDataLoader(loader, "
-            f"{str(param.device)!r}), so that both are on one device"
-        )
+        model_at, data_at = str(param.device), str(first.device)
+        if param.device.type == "meta":
+            fix = f"a model on meta has shapes but no weights: create it again on {data_at}"
+        elif first.device.type == "cpu":
+            fix = f"send the batches to the model with DeviceDataLoader(loader, {model_at!r})"
+        else:
+            fix = f"move the model to the data with to_device(model, {data_at!r})"
+        raise ValueError(f"the model is on {model_at} but the batch is on {data_at}: {fix}")
 
 
 class NonFiniteData(ValueError):
@@ -1034,7 +1037,7 @@ def _save_epoch(path, model, optimizer, history, hparams, loader) -> None:
 
 
 # ==================================================================================================
-# 7. Plots and predictions (notebooks 02 and 06)
+# 7. Plots and predictions (notebooks 02, 03 and 06)
 # ==================================================================================================
 
 
@@ -1070,6 +1073,34 @@ def show_batch(loader: Iterable, nrow: int = 16):
     fig, ax = plt.subplots(figsize=(12, 6))
     ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
     ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
+    return fig
+
+
+def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10):
+    """Draw a feedforward network, layers of `sizes` units joined by linear layers; return the Figure (notebook 03)."""
+    if len(sizes) < 2 or not all(isinstance(n, int) and n > 0 for n in sizes):
+        raise ValueError(f"draw_network wants two or more layer sizes, such as [784, 32, 10]; got {sizes!r}")
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(3 * len(sizes), 4.5))
+    columns = []
+    for x, n in enumerate(sizes):  # at most `shown` circles a layer; a gap with dots stands for the rest
+        slots = [i for i in range(min(n, shown)) if n <= shown or i != shown // 2]
+        columns.append([(x, 1 - 2 * i / (shown - 1)) for i in slots])
+        if n > shown:
+            ax.text(x, 1 - 2 * (shown // 2) / (shown - 1), "\u22ee", ha="center", va="center", fontsize=14)
+        name = "inputs" if x == 0 else "outputs" if x == len(sizes) - 1 else f"hidden, then {activation}"
+        ax.text(x, -1.3, f"{n:,} {name}", ha="center", va="top")
+    for x, (left, right) in enumerate(zip(columns, columns[1:])):
+        for x0, y0 in left:
+            for x1, y1 in right:
+                ax.plot([x0, x1], [y0, y1], color="grey", lw=0.4, alpha=0.5, zorder=1)
+        n_in, n_out = sizes[x], sizes[x + 1]
+        ax.text(x + 0.5, 1.25, f"Linear({n_in}, {n_out})\nW [{n_out}, {n_in}], b [{n_out}]", ha="center", va="bottom")
+    for x, column in enumerate(columns):
+        colour = "tab:blue" if x == 0 else "tab:green" if x == len(columns) - 1 else "tab:orange"
+        ax.scatter(*zip(*column), s=150, color=colour, zorder=2)
+    ax.set(xlim=(-0.5, len(sizes) - 0.5), ylim=(-1.6, 1.7))
+    ax.axis("off")
     return fig
 
 

@@ -30,6 +30,17 @@ def test_show_batch_and_curves():
         helpers.plot_losses([])
 
 
+def test_draw_network_shows_each_layer_and_each_linear_layer():
+    ax = helpers.draw_network([784, 32, 10]).axes[0]
+    texts = [t.get_text() for t in ax.texts]
+    assert "Linear(784, 32)\nW [32, 784], b [32]" in texts and "Linear(32, 10)\nW [10, 32], b [10]" in texts
+    assert "32 hidden, then ReLU" in texts and "784 inputs" in texts and "10 outputs" in texts
+    assert [len(c.get_offsets()) for c in ax.collections] == [9, 9, 10], "a gap and dots stand for the rest"
+    assert texts.count("\u22ee") == 2
+    with pytest.raises(ValueError, match="two or more layer sizes"):
+        helpers.draw_network([784])
+
+
 def test_predict_image_shapes_and_mode(mnist_test):
     torch.manual_seed(0)
     model = helpers.MnistModel().train()

@@ -211,13 +211,16 @@ def test_evaluate_without_autograd_in_eval_mode_and_restores_mode(train_mode):
 
 
 def test_model_and_data_on_different_devices_get_a_clear_error():
-    stray = helpers.MnistModel().to("meta")  # stands in for a GPU: a device the data is not on
-    batches = [(torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3]))]
-    expected = r"the model is on meta but the batch is on cpu: move the model with to_device\(model, 'cpu'\)"
+    stray = helpers.MnistModel()  # never moved: on the CPU, while the data is on meta, standing in for a GPU
+    batches = [(torch.rand(3, 1, 28, 28, device="meta"), torch.tensor([1, 2, 3], device="meta"))]
+    expected = r"model is on cpu but the batch is on meta: move the model to the data with to_device\(model, 'meta'\)"
     with pytest.raises(ValueError, match=expected):
         helpers.evaluate(stray, batches)
     with pytest.raises(ValueError, match=expected):
         helpers.fit(1, 0.1, stray, batches, batches)
+    cpu_batches = [(torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3]))]
+    with pytest.raises(ValueError, match="the model is on meta .* no weights: create it again on cpu"):
+        helpers.evaluate(helpers.MnistModel().to("meta"), cpu_batches)
 
 
 def test_evaluate_empty_loader():
