@@ -541,3 +541,35 @@ DDP_COLUMNS = {
     "communication share": lambda r: f"{r['communication_share']:.0%}",
 }
 format_ddp = partial(markdown_table, columns=DDP_COLUMNS)
+
+
+def draw_data_parallel(processes: int = 2, batch_size: int = LESSON.batch_size):
+    """Data parallelism as a picture: a batch split over processes, each with a model copy; all-reduce (notebook 10)."""
+    import matplotlib.pyplot as plt
+
+    share = batch_size // processes
+    fig, ax = plt.subplots(figsize=(8, 4.2))
+    ax.set(xlim=(0, 10), ylim=(0, 10))
+    ax.axis("off")
+
+    def box(x, y, w, h, text, color):
+        ax.add_patch(plt.Rectangle((x, y), w, h, facecolor=color, edgecolor="black"))
+        ax.text(x + w / 2, y + h / 2, text, ha="center", va="center", fontsize=9)
+
+    def arrow(x0, y0, x1, y1):
+        ax.annotate("", (x1, y1), (x0, y0), arrowprops={"arrowstyle": "->"})
+
+    box(2, 8.6, 6, 1, f"one batch of {batch_size} images", "#eeeeee")
+    width = 8 / processes
+    for rank in range(processes):
+        x = 1 + rank * width + 0.15
+        w = width - 0.3
+        arrow(5, 8.6, x + w / 2, 7.6)
+        box(x, 5.2, w, 2.4, f"process {rank} (rank {rank})\n{share} images\nmodel copy: forward, backward", "#cfe2f3")
+        box(x, 4.0, w, 0.9, f"its gradients (from {share} images)", "#fce5cd")
+        arrow(x + w / 2, 4.0, x + w / 2, 3.1)
+        box(x, 0.2, w, 0.9, "the same step: equal weights", "#d9ead3")
+        arrow(x + w / 2, 2.1, x + w / 2, 1.1)
+    box(1, 2.1, 8, 1, "all-reduce: every process receives the average of all gradients", "#f4cccc")
+    ax.set_title(f"Data parallelism with {processes} processes")
+    return fig

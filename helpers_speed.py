@@ -13,6 +13,7 @@ import gc
 import json
 import logging
 import os
+import re
 import statistics
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -732,4 +733,51 @@ def plot_phases(profiles: dict[str, dict]):
     ax.invert_yaxis()
     ax.set(xlabel="milliseconds per training step", title="Where a training step's time goes")
     ax.legend(ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.35), frameon=False)
+    return fig
+
+
+def _stack_depths(spans: list[dict]) -> list[int]:
+    """The nesting depth of each span (sorted by start), as a flame chart stacks them."""
+    depths, ends = [], []
+    for span in spans:
+        while ends and ends[-1] <= span["ts"]:
+            ends.pop()
+        depths.append(len(ends))
+        ends.append(span["ts"] + span["dur"])
+    return depths
+
+
+def plot_trace(path: str | Path, step: int = 1, levels: int = 3):
+    """One training step of a `profile_training` trace as a timeline, as Perfetto shows it (notebook 09)."""
+    plt = _pyplot()
+    events = json.loads(Path(path).read_text())["traceEvents"]
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
+    spans = [e for e in events if e.get("ph") == "X" and e.get("cat") != "Trace" and e.get("dur", 0) > 0]
+    starts = sorted(e["ts"] for e in spans if e["name"] == PHASES[0] and e.get("cat") == "user_annotation")
+    if not 0 <= step < len(starts) - 1:
+        raise ValueError(f"step must be from 0 to {len(starts) - 2}: the trace holds {len(starts)} steps")
+    t0, t1 = starts[step], starts[step + 1]
+    spans = sorted((e for e in spans if t0 <= e["ts"] < t1), key=lambda e: (e["ts"], -e["dur"]))
+    rows = list(dict.fromkeys((e["pid"], e["tid"]) for e in spans))
+    colors = {"data": "tab:orange", "forward": "tab:blue", "backward": "tab:green", "optimizer": "tab:purple"}
+    fig, ax = plt.subplots(figsize=(10, 0.5 * levels * len(rows) + 1.4))
+    for r, row in enumerate(rows):
+        mine = [e for e in spans if (e["pid"], e["tid"]) == row]
+        phase = "data"
+        for e, depth in zip(mine, _stack_depths(mine)):
+            if depth >= levels:
+                continue
+            phase = e["name"] if e["name"] in colors else phase
+            y, x, width = r * levels + depth, (e["ts"] - t0) / 1e3, e["dur"] / 1e3
+            ax.barh(y, width, left=x, height=0.9, color=colors[phase], alpha=1 - 0.25 * depth, edgecolor="white")
+            if width > (t1 - t0) / 1e3 / 12:  # a label only where it fits
+                label = e["name"].split("#")[0].removeprefix("aten::")[:24]
+                ax.text(x + width / 2, y, label, ha="center", va="center", fontsize=7, clip_on=True)
+    labels = [re.sub(r"^thread \d+ \((.*)\)$", r"CPU thread (\1)", names.get(row, str(row[1]))) for row in rows]
+    ax.set_yticks([r * levels for r in range(len(rows))], labels)
+    ax.set_ylim(len(rows) * levels - 0.5, -0.5)
+    ax.set(xlim=(0, (t1 - t0) / 1e3), xlabel="milliseconds since the step began")
+    handles = [plt.Rectangle((0, 0), 1, 1, color=color) for color in colors.values()]
+    ax.legend(handles, list(colors), ncols=4, loc="upper center", bbox_to_anchor=(0.5, -0.3), frameon=False)
+    ax.set_title(f"{Path(path).stem}: training step {step} of the trace, {(t1 - t0) / 1e3:.2f} ms")
     return fig

@@ -242,3 +242,11 @@ def test_benchmark_ddp_reports_both_models(data_root, tmp_path):
         assert r["speedup"] == pytest.approx(r["one_s"] / r["ddp_s"])
     assert json.loads((tmp_path / "ddp.json").read_text()) == rows
     assert "784-256-10" in helpers_ddp.format_ddp(rows)
+
+
+def test_the_picture_of_data_parallelism_splits_the_batch_and_all_reduces():
+    texts = [t.get_text() for t in helpers_ddp.draw_data_parallel(processes=4).axes[0].texts]
+    assert "one batch of 128 images" in texts and any(t.startswith("all-reduce") for t in texts)
+    assert [t.split("\n")[:2] for t in texts if t.startswith("process")] == [
+        [f"process {rank} (rank {rank})", "32 images"] for rank in range(4)
+    ]

@@ -237,6 +237,13 @@ def test_profile_labels_each_phase_and_lists_the_operations(tmp_path):
     assert top[0]["self_ms"] >= top[-1]["self_ms"] and 0 < sum(row["share"] for row in top) <= 1 + 1e-9
     assert '"traceEvents"' in (tmp_path / "trace.json").read_text()[:1000]
     assert helpers_speed.plot_phases({"resident": profiled}).axes[0].get_xlabel() == "milliseconds per training step"
+    ax = helpers_speed.plot_trace(tmp_path / "trace.json", step=2).axes[0]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == list(helpers_speed.PHASES)
+    assert sum(bar.get_y() < 0 for bar in ax.patches) == 4, "the top row: one step's four phases, each once"
+    starts = [bar.get_x() for bar in ax.patches]
+    assert min(starts) >= 0 and max(bar.get_x() + bar.get_width() for bar in ax.patches) <= ax.get_xlim()[1] + 1e-9
+    with pytest.raises(ValueError, match="from 0 to 3"):
+        helpers_speed.plot_trace(tmp_path / "trace.json", step=4)
 
 
 def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch):
