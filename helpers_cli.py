@@ -76,7 +76,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
     report = commands.add_parser("bench-report", help="MAINTAINERS.md's figures from runs/bench/bench.json")
     report.add_argument("--file", default="runs/bench/bench.json")
-    report.add_argument("--readme", default=None, help="replace the measured block of this Markdown file (MAINTAINERS.md)")
+    report.add_argument(
+        "--readme", default=None, help="replace the measured block of this Markdown file (MAINTAINERS.md)"
+    )
     run = commands.add_parser("speedrun", help="a fixed schedule as fast as possible, then test accuracy once")
     run.add_argument("--batch-size", type=int, default=LESSON.batch_size)
     run.add_argument("--lr", type=float, default=0.2)
@@ -178,7 +180,9 @@ def _check_args(args: argparse.Namespace) -> None:
         check_writable(args.out, folder=True)
     elif args.command == "bench-report" and args.readme:
         if not Path(args.readme).is_file():
-            raise FileNotFoundError(f"--readme {args.readme} is not a file: give the Markdown file whose figures to replace")
+            raise FileNotFoundError(
+                f"--readme {args.readme} is not a file: give the Markdown file whose figures to replace"
+            )
         check_writable(args.readme)
     elif args.command == "speedrun":
         _at_least("--epochs", args.epochs, 1)
