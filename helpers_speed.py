@@ -770,8 +770,8 @@ def plot_trace(path: str | Path, step: int = 1, levels: int = 3):
             phase = e["name"] if e["name"] in colors else phase
             y, x, width = r * levels + depth, (e["ts"] - t0) / 1e3, e["dur"] / 1e3
             ax.barh(y, width, left=x, height=0.9, color=colors[phase], alpha=1 - 0.25 * depth, edgecolor="white")
-            if width > (t1 - t0) / 1e3 / 12:  # a label only where it fits
-                label = e["name"].split("#")[0].removeprefix("aten::")[:24]
+            label = e["name"].split(": ")[-1].split("#")[0].removeprefix("aten::")[:24]
+            if width > (t1 - t0) / 1e3 * (len(label) + 2) / 160:  # a label only where it fits
                 ax.text(x + width / 2, y, label, ha="center", va="center", fontsize=7, clip_on=True)
     labels = [re.sub(r"^thread \d+ \((.*)\)$", r"CPU thread (\1)", names.get(row, str(row[1]))) for row in rows]
     ax.set_yticks([r * levels for r in range(len(rows))], labels)
