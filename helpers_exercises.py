@@ -72,31 +72,40 @@ class Exercise:
     def check(self) -> bool:
         """Check the learner's answer; print one line that starts with "Correct" or "Not yet"."""
         if self.check_answer is None:
-            _show(
-                WORDS["thought"][self.lang],
-                WORDS["open_ended"][self.lang].format(n=self.number),
-                "#1565c0",
-                lang=self.lang,
-            )
+            opened = {lang: text.format(n=self.number) for lang, text in WORDS["open_ended"].items()}
+            self._show("thought", opened, "#1565c0")
             return False
         try:
             found = self.check_answer(self.namespace)
         except Unanswered:
-            _show(WORDS["not_yet"][self.lang], WORDS["unanswered"][self.lang], "#c62828", lang=self.lang)
+            self._show("not_yet", WORDS["unanswered"], "#c62828")
             return False
         except NotYet as wrong:
-            _show(WORDS["not_yet"][self.lang], wrong.messages[self.lang], "#c62828", lang=self.lang)
+            self._show("not_yet", wrong.messages, "#c62828")
             return False
-        _show(WORDS["correct"][self.lang], found[self.lang], "#2e7d32", lang=self.lang)
+        self._show("correct", found, "#2e7d32")
         return True
 
     def hint(self) -> None:
         """Print a nudge towards the answer."""
-        _show(WORDS["hint"][self.lang], self.hints[self.lang], "#6a1b9a", lang=self.lang)
+        self._show("hint", self.hints, "#6a1b9a")
 
     def solution(self) -> None:
         """Print the worked solution: what it does, then its code."""
-        _show(WORDS["solution"][self.lang], self.solutions[self.lang], "#37474f", code=self.code, lang=self.lang)
+        self._show("solution", self.solutions, "#37474f", code=self.code)
+
+    def _show(self, label: str, texts: dict[str, str], colour: str, code: str = "") -> None:
+        """The line `label: text` in this exercise's language; the other languages ride along in the metadata."""
+        outputs = {lang: _rendered(WORDS[label][lang], texts[lang], colour, code, lang) for lang in LANGUAGES}
+        try:
+            from IPython import get_ipython
+            from IPython.display import display
+        except ImportError:
+            get_ipython = None
+        if get_ipython is not None and get_ipython() is not None:
+            display(outputs[self.lang], raw=True, metadata={"helpers_exercises": outputs})
+        else:
+            print(outputs[self.lang]["text/plain"])
 
 
 class Unanswered(Exception):
@@ -148,22 +157,14 @@ def _missing(name: str, found: dict, wanted: list) -> None:
             )
 
 
-def _show(label: str, text: str, colour: str, code: str = "", lang: str = "en") -> None:
-    """One line `label: text` (and the code below it): HTML in colour where the front end renders it, else text."""
+def _rendered(label: str, text: str, colour: str, code: str, lang: str) -> dict[str, str]:
+    """The line `label: text` (and the code below it) as plain text, and as HTML in colour."""
     colon = "：" if lang == "zh" else ": "
     plain = f"{label}{colon}{text}" + (f"\n\n{code.strip()}" if code else "")
     rich = f'<p><b style="color:{colour}">{html.escape(label)}</b>{colon}{html.escape(text)}</p>'
     if code:
         rich += f"<pre>{html.escape(code.strip())}</pre>"
-    try:
-        from IPython import get_ipython
-        from IPython.display import display
-    except ImportError:
-        get_ipython = None
-    if get_ipython is not None and get_ipython() is not None:
-        display({"text/plain": plain, "text/html": rich}, raw=True)
-    else:
-        print(plain)
+    return {"text/plain": plain, "text/html": rich}
 
 
 REGISTRY: dict[str, list[Exercise]] = {}

@@ -1,7 +1,6 @@
 """helpers_exercises: every check passes a correct answer other than the solution, and tells each typical wrong
 answer exactly what to look at, in English and in Chinese."""
 
-
 import pytest
 import torch
 import torch.nn as nn
@@ -541,3 +540,15 @@ def test_11_mixed_precision(capsys):
 )
 def test_11_mixed_precision_wrong_answers(results, line, capsys):
     assert checked("11_gpu_speed", 1, {"results": results}, capsys) == (False, line)
+
+
+def test_in_a_notebook_the_line_is_html_in_colour_and_carries_every_language(monkeypatch):
+    shown = []
+    monkeypatch.setattr("IPython.get_ipython", lambda: object())
+    monkeypatch.setattr("IPython.display.display", lambda data, raw, metadata: shown.append((data, metadata)))
+    helpers_exercises.exercises("03_model", {"deeper": Flat(784, 64, 10)})[1].check()
+    ((data, metadata),) = shown
+    assert data["text/plain"].startswith("Not yet: your model's linear layers go 784 → 64 → 10")
+    assert data["text/html"].startswith('<p><b style="color:#c62828">Not yet</b>: your model')
+    assert metadata["helpers_exercises"]["en"] == data
+    assert metadata["helpers_exercises"]["zh"]["text/plain"].startswith("还没有：你的模型的线性层是 784 → 64 → 10")
