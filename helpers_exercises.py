@@ -113,11 +113,19 @@ class Unanswered(Exception):
 
 
 def answer(namespace: dict, name: str) -> Any:
-    """The learner's object called `name`, or Unanswered while it is missing or still ____."""
+    """The learner's object called `name`, or Unanswered while it is missing or still holds a ____."""
     value = namespace.get(name, ____)
-    if isinstance(value, Placeholder):
+    if _holds_placeholder(value):
         raise Unanswered(name)
     return value
+
+
+def _holds_placeholder(value: Any) -> bool:
+    if isinstance(value, Placeholder):
+        return True
+    if isinstance(value, dict):
+        return any(_holds_placeholder(v) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(_holds_placeholder(v) for v in value)
 
 
 def _counted(value: Any) -> str:

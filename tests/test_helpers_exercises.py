@@ -86,6 +86,7 @@ def test_02_batch_counts(capsys):
     "batches, line",
     [
         (____, UNANSWERED),
+        ({32: (____, ____), 128: (____, ____), 512: (____, ____)}, UNANSWERED),
         (
             {32: (1562, 32), 128: (390, 128), 512: (97, 512)},
             "Not yet: at batch size 32, 1,562 leaves out the last, smaller batch: an epoch uses every image, so round "
@@ -103,7 +104,7 @@ def test_02_batch_counts(capsys):
         ),
         ({32: (1563, 16)}, "Not yet: batches has no entry for 128; it needs one for each of [32, 128, 512]"),
     ],
-    ids=["unanswered", "rounded-down", "from-60000", "last-full", "missing-size"],
+    ids=["unanswered", "placeholders-inside", "rounded-down", "from-60000", "last-full", "missing-size"],
 )
 def test_02_batch_counts_wrong_answers(batches, line, capsys):
     assert checked("02_data_loading", 1, {"train_set": TRAIN_SET, "batches": batches}, capsys) == (False, line)
