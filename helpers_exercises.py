@@ -761,6 +761,136 @@ register(
 )
 
 
+# ------------------------------------------------------------------------------------------------ 07, 08
+
+
+def _check_sure_answers(namespace: dict) -> dict[str, str]:
+    answered = answer(namespace, "answered")
+    predictions = namespace["predictions"]
+    confidence = predictions["probs"].max(dim=1).values
+    right = predictions["preds"] == predictions["labels"]
+    thresholds = [0.5, 0.9, 0.99]
+    _missing("answered", answered, thresholds)
+    for t in thresholds:
+        sure = confidence >= t
+        count, correct = int(sure.sum()), int((right & sure).sum())
+        found = answered[t]
+        if not (isinstance(found, (tuple, list)) and len(found) == 2):
+            raise NotYet(
+                en=f"answered[{t}] is {found!r}; it should be a pair of counts: (images answered, of them right)",
+                zh=f"answered[{t}] 是 {found!r}；它应该是一对计数：（作答的图像数，其中答对的数）",
+            )
+        n, r = found
+        if n == len(confidence) - count and n != count:
+            raise NotYet(
+                en=f"at {t}, {_counted(n)} counts the images below the threshold; keep those with confidence >= {t}",
+                zh=f"阈值 {t} 时，{_counted(n)} 数的是低于阈值的图像；应该保留置信度 >= {t} 的图像",
+            )
+        if n != count:
+            raise NotYet(
+                en=f"at {t}, the model answers {count:,} images, not {_counted(n)}: the confidence is the largest "
+                'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
+                zh=f"阈值 {t} 时，模型作答的图像是 {count:,} 张，不是 {_counted(n)}：置信度是最大的那个概率，"
+                'predictions["probs"].max(dim=1).values，达到阈值的图像才计入',
+            )
+        if r == int(right.sum()) and r != correct:
+            raise NotYet(
+                en=f"at {t}, {_counted(r)} counts the right answers among all the test images; count them among "
+                "the images the model is sure of: (right & sure).sum()",
+                zh=f"阈值 {t} 时，{_counted(r)} 数的是全部测试图像中答对的；"
+                "应该只在模型有把握的图像中数：(right & sure).sum()",
+            )
+        if r != correct:
+            raise NotYet(
+                en=f"at {t}, {_counted(r)} is not how many of the {count:,} sure answers are right",
+                zh=f"阈值 {t} 时，{_counted(r)} 不是 {count:,} 个有把握的答案中答对的个数",
+            )
+    n, r = answered[0.99]
+    return {
+        "en": f"at 0.99 the model answers {n / len(confidence):.1%} of the images and gets {r / n:.2%} of them right; "
+        "the rest would go to a person",
+        "zh": f"阈值 0.99 时，模型回答 {n / len(confidence):.1%} 的图像，其中 {r / n:.2%} 答对；其余的交给人来判断",
+    }
+
+
+def _check_inside_a_checkpoint(namespace: dict) -> dict[str, str]:
+    import torch
+
+    state = torch.load(namespace["demo"] / "run.ckpt", weights_only=True)
+    completed = answer(namespace, "completed")
+    if completed == len(state):
+        raise NotYet(
+            en=f"{completed} is the number of keys in the checkpoint; the completed epochs are under the key 'epoch' "
+            "(or count the history)",
+            zh=f"{completed} 是检查点中键的个数；完成的轮数在键 'epoch' 之下（也可以数历史记录的长度）",
+        )
+    if completed != state["epoch"]:
+        raise NotYet(
+            en=f"completed is {completed!r}, but the checkpoint holds {state['epoch']} completed epochs: "
+            "state['epoch']",
+            zh=f"completed 是 {completed!r}，但检查点中有 {state['epoch']} 个完成的轮：state['epoch']",
+        )
+    score = _trained(answer(namespace, "restored_score"), "restored_score")
+    last = state["history"][-1]["val_acc"]
+    if abs(score - last) > 1e-4:
+        raise NotYet(
+            en=f"restored_score is {score:.4f} where the history's last epoch says {last:.4f}: load the checkpoint "
+            "into the model with helpers.load_checkpoint, then evaluate on the same validation loader, val_fast",
+            zh=f"restored_score 是 {score:.4f}，而历史记录的最后一轮是 {last:.4f}：先用 helpers.load_checkpoint "
+            "把检查点载入模型，再在同一个验证加载器 val_fast 上评估",
+        )
+    return {
+        "en": f"{completed} completed epochs, and the restored model scores {score:.4f}, what the last one recorded",
+        "zh": f"完成了 {completed} 轮，恢复后的模型得分 {score:.4f}，与最后一轮的记录相同",
+    }
+
+
+register(
+    "07_error_analysis",
+    Exercise(
+        1,
+        _check_sure_answers,
+        hints={
+            "en": "sure = confidence >= t picks the images; sure.sum() counts them and (right & sure).sum() the right "
+            "ones, with right = predictions['preds'] == predictions['labels']",
+            "zh": "sure = confidence >= t 选出图像；sure.sum() 数出它们，(right & sure).sum() 数出其中答对的，"
+            "其中 right = predictions['preds'] == predictions['labels']",
+        },
+        solutions={
+            "en": "the more sure the model, the fewer images it answers and the more of them it gets right",
+            "zh": "模型越有把握，作答的图像越少，答对的比例越高",
+        },
+        code="""confidence = predictions["probs"].max(dim=1).values
+right = predictions["preds"] == predictions["labels"]
+answered = {}
+for threshold in (0.5, 0.9, 0.99):
+    sure = confidence >= threshold
+    answered[threshold] = (int(sure.sum()), int((right & sure).sum()))""",
+    ),
+)
+register(
+    "08_checkpoints",
+    Exercise(
+        1,
+        _check_inside_a_checkpoint,
+        hints={
+            "en": "a checkpoint is a dict: print(list(state)) shows its keys; 'epoch' and 'history' answer the first "
+            "part, helpers.load_checkpoint and helpers.evaluate the second",
+            "zh": "检查点是一个字典：print(list(state)) 显示它的键；'epoch' 和 'history' 回答第一问，"
+            "helpers.load_checkpoint 和 helpers.evaluate 回答第二问",
+        },
+        solutions={
+            "en": "the checkpoint holds everything needed to resume; the restored weights score what was recorded",
+            "zh": "检查点保存了继续训练所需的一切；恢复的权重得分与记录完全相同",
+        },
+        code="""state = torch.load(demo / "run.ckpt", weights_only=True)
+completed = state["epoch"]
+restored = helpers.to_device(helpers.MnistModel(), DEVICE)
+helpers.load_checkpoint(demo / "run.ckpt", restored)
+restored_score = helpers.evaluate(restored, val_fast)["val_acc"]""",
+    ),
+)
+
 # ------------------------------------------------------------------------------------------------ 09-11: speed
 
 

@@ -553,3 +553,96 @@ def test_in_a_notebook_the_line_is_html_in_colour_and_carries_every_language(mon
     assert data["text/html"].startswith('<p><b style="color:#c62828">Not yet</b>: your model')
     assert metadata["helpers_exercises"]["en"] == data
     assert metadata["helpers_exercises"]["zh"]["text/plain"].startswith("还没有：你的模型的线性层是 784 → 64 → 10")
+
+
+# ------------------------------------------------------------------------------------------------ 07, 08
+
+
+def fake_predictions():
+    """Ten test images: confidences 0.4 to 0.999, the first seven predicted right."""
+    top = torch.tensor([0.4, 0.6, 0.7, 0.8, 0.95, 0.96, 0.995, 0.5, 0.92, 0.999])
+    probs = torch.stack([top, (1 - top) / 2, (1 - top) / 2], dim=1)
+    labels = torch.zeros(10, dtype=torch.long)
+    preds = torch.tensor([0, 0, 0, 0, 0, 0, 0, 1, 1, 1])
+    return {"probs": probs, "preds": preds, "labels": labels}
+
+
+def test_07_sure_answers(capsys):
+    namespace = solved("07_error_analysis", 1, {"predictions": fake_predictions()})
+    assert namespace["answered"] == {0.5: (9, 6), 0.9: (5, 3), 0.99: (2, 1)}
+    assert checked("07_error_analysis", 1, namespace, capsys) == (
+        True,
+        "Correct: at 0.99 the model answers 20.0% of the images and gets 50.00% of them right; the rest would go to "
+        "a person",
+    )
+    as_lists = {0.5: [9, 6], 0.9: [5, 3], 0.99: [2, 1]}
+    assert checked("07_error_analysis", 1, {"predictions": fake_predictions(), "answered": as_lists}, capsys)[0]
+
+
+@pytest.mark.parametrize(
+    "answered, line",
+    [
+        (
+            {0.5: (9, 7), 0.9: (5, 7), 0.99: (2, 7)},
+            "Not yet: at 0.5, 7 counts the right answers among all the test images; count them among the images "
+            "the model is sure of: (right & sure).sum()",
+        ),
+        (
+            {0.5: (1, 0), 0.9: (5, 3), 0.99: (2, 1)},
+            "Not yet: at 0.5, 1 counts the images below the threshold; keep those with confidence >= 0.5",
+        ),
+        (
+            {0.5: (9, 6), 0.9: (5, 3), 0.99: (3, 2)},
+            "Not yet: at 0.99, the model answers 2 images, not 3: the confidence is the largest probability, "
+            'predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
+        ),
+    ],
+    ids=["right-among-all", "below-the-threshold", "wrong-count"],
+)
+def test_07_sure_answers_wrong_answers(answered, line, capsys):
+    namespace = {"predictions": fake_predictions(), "answered": answered}
+    assert checked("07_error_analysis", 1, namespace, capsys) == (False, line)
+
+
+@pytest.fixture
+def checkpoint_demo(tmp_path):
+    """A folder like 08's demo: run.ckpt after 2 epochs on learnable data, and the validation loader."""
+    train, val = learnable_loaders()
+    torch.manual_seed(0)
+    model = helpers.MnistModel()
+    helpers.fit(2, 0.5, model, train, val, progress=False, verbose=False, checkpoint_path=tmp_path / "run.ckpt")
+    return {"demo": tmp_path, "val_fast": val, "DEVICE": torch.device("cpu"), "helpers": helpers, "torch": torch}
+
+
+def test_08_inside_a_checkpoint(checkpoint_demo, capsys):
+    namespace = solved("08_checkpoints", 1, checkpoint_demo)
+    passed, line = checked("08_checkpoints", 1, namespace, capsys)
+    assert passed and line.startswith("Correct: 2 completed epochs, and the restored model scores ")
+    history = torch.load(checkpoint_demo["demo"] / "run.ckpt", weights_only=True)["history"]
+    answers = {"completed": len(history), "restored_score": history[-1]["val_acc"]}
+    assert checked("08_checkpoints", 1, {**checkpoint_demo, **answers}, capsys)[0]
+
+
+def test_08_inside_a_checkpoint_wrong_answers(checkpoint_demo, capsys):
+    state = torch.load(checkpoint_demo["demo"] / "run.ckpt", weights_only=True)
+    keys = {**checkpoint_demo, "completed": len(state), "restored_score": 0.9}
+    assert checked("08_checkpoints", 1, keys, capsys) == (
+        False,
+        f"Not yet: {len(state)} is the number of keys in the checkpoint; the completed epochs are under the key "
+        "'epoch' (or count the history)",
+    )
+    fresh = helpers.evaluate(helpers.MnistModel(), checkpoint_demo["val_fast"])["val_acc"]
+    untrained = {**checkpoint_demo, "completed": 2, "restored_score": fresh}
+    assert checked("08_checkpoints", 1, untrained, capsys) == (
+        False,
+        f"Not yet: restored_score is {fresh:.4f}, about what guessing scores (0.1): did the model train (fit) "
+        "before it was evaluated?",
+    )
+    last = state["history"][-1]["val_acc"]
+    other = {**checkpoint_demo, "completed": 2, "restored_score": last - 0.05}
+    assert checked("08_checkpoints", 1, other, capsys) == (
+        False,
+        f"Not yet: restored_score is {last - 0.05:.4f} where the history's last epoch says {last:.4f}: load the "
+        "checkpoint into the model with helpers.load_checkpoint, then evaluate on the same validation loader, "
+        "val_fast",
+    )
