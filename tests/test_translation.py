@@ -56,7 +56,9 @@ def test_code_cells_and_their_outputs_are_the_english_ones(path):
     assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
     for en, zh in zip(english.cells, chinese.cells):
         if en.cell_type == "code":
-            assert zh == en, f"code cell {en.id} differs from the English one"
+            localized = copy.deepcopy(en)
+            translation.localize_code(localized, "zh")
+            assert zh == localized, f"code cell {en.id} differs from the English one beyond its exercises' language"
         else:
             assert zh.metadata == en.metadata
             assert zh.source != en.source and CJK.search(zh.source), f"cell {en.id} is not translated"
@@ -401,3 +403,19 @@ def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
     assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
     assert '<html lang="en">' in english and '<html lang="zh">' in chinese
     assert "本篇预期结果" in chinese and "What to expect" in english
+
+
+def test_the_exercises_speak_the_editions_language_and_nothing_else_in_the_code_changes():
+    english = nbformat.v4.new_code_cell('q1, q2 = helpers_exercises.exercises("03_model", globals())\nq1.check()')
+    said = {lang: {"text/plain": f"{lang} line"} for lang in ("en", "zh")}
+    english.outputs = [
+        nbformat.v4.new_output("display_data", said["en"], metadata={"helpers_exercises": said}),
+        nbformat.v4.new_output("stream", name="stdout", text="printed\n"),
+    ]
+    chinese = copy.deepcopy(english)
+    translation.localize_code(chinese, "zh")
+    assert chinese.source == 'q1, q2 = helpers_exercises.exercises("03_model", globals(), lang="zh")\nq1.check()'
+    assert chinese.outputs[0]["data"] == {"text/plain": "zh line"} and chinese.outputs[1] == english.outputs[1]
+    plain = nbformat.v4.new_code_cell("helpers.fit(model)  # globals()")
+    translation.localize_code(plain, "zh")
+    assert plain.source == "helpers.fit(model)  # globals()"

@@ -1,7 +1,7 @@
 """The translated editions, e.g. notebooks/zh/: built, never edited, from the English notebooks.
 
-A translated notebook's code cells and their outputs are the English notebook's, and each Markdown cell
-comes from notebooks/zh/NN_name.md, where a marker line
+A translated notebook's code cells and their outputs are the English notebook's, except where the exercises speak
+the reader's language (`localize_code`), and each Markdown cell comes from notebooks/zh/NN_name.md, where a marker line
     <!-- cell c05-03 en:1a2b3c4d5e6f -->
 starts the translation of cell c05-03 and records a hash of the English text it translates. When the
 English cell changes, the hash no longer matches and the build stops until the translation is updated.
@@ -140,15 +140,30 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
     return problems
 
 
+EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
+
+
+def localize_code(cell: nbformat.NotebookNode, lang: str) -> None:
+    """Make a code cell's exercises speak `lang`: the binding asks for it, and their outputs are its own."""
+    cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
+    for output in cell.get("outputs", []):
+        translated = output.get("metadata", {}).get("helpers_exercises", {}).get(lang)
+        if translated:
+            output["data"] = copy.deepcopy(translated)
+
+
 def translate_notebook(
     english: nbformat.NotebookNode, path: Path, entries: dict, titles: dict[str, str], lang: str = "zh"
 ) -> nbformat.NotebookNode:
-    """A copy of `english` (committed or executed) with its Markdown in `lang`; code and outputs untouched."""
+    """A copy of `english` (committed or executed) with its Markdown in `lang`, its code and outputs localized."""
     problems = translation_problems(english, entries)
     if problems:
         raise TranslationError(f"{shown(translation_file(path.name, lang))}:\n  " + "\n  ".join(problems))
     nb = copy.deepcopy(english)
     for cell in nb.cells:
+        if cell.cell_type == "code":
+            localize_code(cell, lang)
+            continue
         if cell.cell_type != "markdown":
             continue
         if "nav" in cell.metadata.get("tags", []):
