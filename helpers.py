@@ -180,7 +180,7 @@ def time_matmul(
     for n in sizes:
         a = torch.randn(n, n, device=device)
         b = torch.randn(n, n, device=device)
-        a @ b  # warm-up: library initialisation and kernel selection are not the product
+        a @ b  # warm-up: the library starts up and picks its method on the first call; time the rest
         times = []
         for _ in range(repeats):
             synchronize(device)
