@@ -88,6 +88,13 @@ def test_the_modules_keep_the_rules():
     assert rule_breaks(module_sources()) == []
 
 
+def test_the_exercise_checks_stand_apart_from_the_modules_they_check():
+    """helpers_exercises reads the learner's objects only; no module of the chain depends on the exercises."""
+    checks = imports((REPO / "helpers_exercises.py").read_text(encoding="utf-8"))
+    assert not checks & set(CHAIN), f"helpers_exercises imports {sorted(checks & set(CHAIN))}"
+    assert [m for m, source in module_sources().items() if "helpers_exercises" in imports(source)] == []
+
+
 @pytest.mark.parametrize(
     ("module", "line", "expected"),
     [
