@@ -900,31 +900,63 @@ register(
         1,
         None,
         hints={
-            "en": "time the same training of the 32-unit and the 1,024-unit model on each device in "
-            "helpers.available_devices(); compare seconds per epoch",
-            "zh": "在 helpers.available_devices() 中的每个设备上，对 32 单元和 1,024 单元的模型做同样的训练并计时；"
-            "比较每轮的秒数",
+            "en": "on each device in devices, train helpers.MnistModel(784, hidden, 10) with helpers.fit on "
+            "resident loaders (helpers.DeviceResidentLoader.from_dataset) for hidden = 32, then 1024; each epoch "
+            "of fit's history has its 'train_s'",
+            "zh": "在 devices 中的每个设备上，用驻留加载器（helpers.DeviceResidentLoader.from_dataset）和 helpers.fit "
+            "训练 helpers.MnistModel(784, hidden, 10)，hidden 先取 32，再取 1024；fit 返回的历史记录中，"
+            "每轮都有 'train_s'",
         },
         solutions={
-            "en": "the small model is as fast on a CPU as on a GPU, since its time goes into launching work; the "
-            "1,024-unit model, with 32 times the arithmetic, is where a GPU pulls ahead",
-            "zh": "小模型在 CPU 上和在 GPU 上一样快，因为时间花在启动计算上；1,024 单元的模型计算量是它的 32 倍，GPU "
-            "在这里才领先",
+            "en": "expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy "
+            "and its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where "
+            "a GPU pulls ahead",
+            "zh": "预计 32 单元的模型在 GPU 上快不了多少，因为它的每一步太小，不足以让 GPU 忙起来，"
+            "时间都花在启动计算上；1,024 单元的模型计算量是它的 32 倍，GPU 在这里才领先",
         },
+        code="""train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
+for hidden in (32, 1024):
+    for name in devices:
+        train = helpers.DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=name, seed=seed)
+        val = helpers.DeviceResidentLoader.from_dataset(val_set, 256, device=name)
+        helpers.seed_everything(seed)
+        trained = helpers.to_device(helpers.MnistModel(784, hidden, 10), name)
+        runs = helpers.fit(exercise_epochs, 0.5, trained, train, val, progress=False, verbose=False)
+        print(f"hidden {hidden:>4} on {name:<6}: {min(h['train_s'] for h in runs):.2f} s per epoch of training")""",
     ),
 )
 
 
 def _check_processes(namespace: dict) -> dict[str, str]:
     difference = answer(namespace, "four_difference")
-    if not isinstance(difference, float) or difference > 1e-4:
+    if getattr(difference, "shape", None) == ():  # a tensor of one number: that number
+        difference = difference.item()
+    if isinstance(difference, bool) or not isinstance(difference, (int, float)):
+        raise NotYet(
+            en=f"four_difference is a {type(difference).__name__}; it should be one number, the largest weight "
+            'difference: max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
+            zh=f"four_difference 是一个 {type(difference).__name__}；它应该是一个数，即最大的权重差："
+            'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
+        )
+    if difference > 1e-4:
         raise NotYet(
             en=f"four_difference is {difference!r}; 4 processes should end within rounding (about 1e-6) of 1 "
-            "process: compare the weights of the same dry run, max_difference(four, one)",
+            "process: compare the weights of the same dry run, four.pt against one.pt",
             zh=f"four_difference 是 {difference!r}；4 个进程与 1 个进程的结果应该只差舍入误差（约 1e-6）："
-            "比较同一次试运行的权重，max_difference(four, one)",
+            "比较同一次试运行的权重，four.pt 对 one.pt",
         )
     code = answer(namespace, "three_exit_code")
+    if hasattr(code, "returncode"):
+        raise NotYet(
+            en="three_exit_code is the whole finished run; keep only its exit code: .returncode",
+            zh="three_exit_code 是整个运行结果；只需要其中的退出码，即 .returncode",
+        )
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise NotYet(
+            en=f"three_exit_code is {code!r}; it should be the whole number a command ends with: "
+            "subprocess.run(...).returncode",
+            zh=f"three_exit_code 是 {code!r}；它应该是命令结束时给出的整数：subprocess.run(...).returncode",
+        )
     if code == 0:
         raise NotYet(
             en="three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the run "
@@ -944,11 +976,11 @@ register(
         1,
         _check_processes,
         hints={
-            "en": "run the dry run with torchrun --nproc_per_node=4 and =3, as above for 2; compare the saved "
-            "weights with max_difference, and keep the second run's returncode",
-            "zh": "像上面对 2 个进程那样，用 torchrun --nproc_per_node=4 和 =3 运行试运行；用 max_difference "
-            "比较保存的权重，"
-            "并记下第二次运行的 returncode",
+            "en": "run the dry run with torchrun --nproc_per_node=4 and =3, as above for 2, through "
+            "subprocess.run(shlex.split(command)); compare the saved weights with max_difference, and keep the "
+            "second run's returncode",
+            "zh": "像上面对 2 个进程那样，通过 subprocess.run(shlex.split(command)) 用 torchrun --nproc_per_node=4 "
+            "和 =3 运行试运行；用 max_difference 比较保存的权重，并记下第二次运行的 returncode",
         },
         solutions={
             "en": "the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not "
@@ -956,6 +988,17 @@ register(
             "zh": "全局批量 128 可以分成 4 × 32，所以 4 个进程训练的步骤与 1 个进程相同；3 不能整除 128，helpers_ddp "
             "在训练前就拒绝",
         },
+        code="""def torchrun_dry_run(n, save):
+    command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {save}"
+    return subprocess.run(
+        shlex.split(command.replace(f"--device {DEVICE}", "--device cpu")), capture_output=True, text=True
+    )
+
+
+torchrun_dry_run(4, WORK / "four.pt")
+four_difference = max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))
+three = torchrun_dry_run(3, WORK / "three.pt")
+three_exit_code = three.returncode""",
     ),
 )
 
@@ -975,6 +1018,20 @@ def _check_mixed_precision(namespace: dict) -> dict[str, str]:
             zh=f"results 中有 {sorted(results)}；再加上 'bfloat16'（旧 GPU 上用 'float16' 加 GradScaler），"
             "即在 helpers_speed.mixed_precision 下的同样训练",
         )
+    for key in ("float32", low[0]):
+        if isinstance(results[key], dict) and "test_acc" in results[key]:
+            raise NotYet(
+                en=f"results[{key!r}] is the whole run that train_lesson returned; keep only its test accuracy: "
+                "run['test_acc']",
+                zh=f"results[{key!r}] 是 train_lesson 返回的整个运行结果；只需要其中的测试准确率，即 run['test_acc']",
+            )
+        if isinstance(results[key], (int, float)) and 1 < results[key] <= 100:
+            raise NotYet(
+                en=f"results[{key!r}] is {results[key]}, a percentage; keep the accuracy as train_lesson gives it, "
+                "a number between 0 and 1: run['test_acc']",
+                zh=f"results[{key!r}] 是 {results[key]}，这是百分数；请保留 train_lesson 给出的准确率，即 0 到 1 "
+                "之间的数 run['test_acc']",
+            )
     full, half = _trained(results["float32"], "results['float32']"), _trained(results[low[0]], f"results['{low[0]}']")
     return {
         "en": f"float32 {full:.4f}, {low[0]} {half:.4f}: {abs(full - half) * 100:.2f} points apart",
@@ -994,8 +1051,19 @@ register(
             "helpers_speed.mixed_precision('bfloat16')；把每次运行的 'test_acc' 记在 results 中",
         },
         solutions={
-            "en": "the same schedule with and without autocast: the accuracies differ by a few hundredths of a point",
-            "zh": "同样的训练计划，用与不用 autocast：准确率只差百分之几个百分点",
+            "en": "the same schedule with and without autocast: the test accuracies differ by a fraction of a point, "
+            "no more than a change of seed moves them (notebook 06)",
+            "zh": "同样的训练计划，用与不用 autocast，测试准确率只差零点几个百分点，不超过换一个随机种子带来的波动"
+            "（笔记本 06）",
         },
+        code="""amp = "float16" if DEVICE.type == "cuda" and not helpers_speed.bf16_native(DEVICE) else "bfloat16"
+results = {}
+for name, step in (("float32", helpers.lesson_step), (amp, helpers_speed.mixed_precision(amp))):
+    with contextlib.redirect_stdout(io.StringIO()):  # the epoch lines: only the results below
+        run = helpers.train_lesson(
+            DATA, str(DEVICE), epochs=[exercise_epochs] * 2, seed=seed, pipeline="resident", make_step=step
+        )
+    results[name] = run["test_acc"]
+    print(f"{name:>8}: test accuracy {run['test_acc']:.4f}")""",
     ),
 )

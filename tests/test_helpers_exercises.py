@@ -486,8 +486,23 @@ def test_an_open_ended_exercise_says_it_is_a_question_for_thought(capsys):
         "A question for thought: there is no single right answer to check; run q1.solution() to compare yours "
         "with ours",
     )
-    helpers_exercises.exercises("09_cpu_vs_gpu", {})[0].solution()
-    assert capsys.readouterr().out.startswith("Solution: the small model is as fast on a CPU as on a GPU")
+    (q1,) = helpers_exercises.exercises("09_cpu_vs_gpu", {})
+    q1.hint()
+    assert capsys.readouterr().out.strip() == (
+        "Hint: on each device in devices, train helpers.MnistModel(784, hidden, 10) with helpers.fit on resident "
+        "loaders (helpers.DeviceResidentLoader.from_dataset) for hidden = 32, then 1024; each epoch of fit's history "
+        "has its 'train_s'"
+    )
+    q1.solution()
+    shown = capsys.readouterr().out
+    assert shown.startswith("Solution: expect the 32-unit model to gain little on a GPU")
+    assert shown.rstrip().endswith(q1.code) and "helpers.MnistModel(784, hidden, 10)" in q1.code
+
+
+class FinishedRun:
+    """What subprocess.run returns: the finished command, its exit code among its attributes."""
+
+    returncode = 1
 
 
 def test_10_processes(capsys):
@@ -495,6 +510,37 @@ def test_10_processes(capsys):
         True,
         "Correct: 4 processes end 1.2e-06 from 1, and 3 stop with exit code 1, as 128 does not split 3 ways",
     )
+    # another right answer: the difference left as a one-number tensor, a launcher's other failing exit code
+    assert checked("10_many_gpus", 1, {"four_difference": torch.tensor(0.0), "three_exit_code": 2}, capsys)[0]
+
+
+def test_10_the_worked_solution_passes(tmp_path, capsys):
+    """The solution's code, with a stand-in for torchrun that saves the weights, or fails as 3 processes do."""
+    import shlex
+    import types
+
+    def run(args, capture_output, text):
+        n = int(next(a for a in args if a.startswith("--nproc_per_node=")).split("=")[1])
+        assert "--device" in args and args[args.index("--device") + 1] == "cpu", "4 processes share no GPUs"
+        if 128 % n:
+            return types.SimpleNamespace(returncode=1, stderr="ValueError: a batch of 128 does not split evenly")
+        torch.save({"w": torch.ones(3) + 1e-7 * (n > 1)}, args[-1])
+        return types.SimpleNamespace(returncode=0, stderr="")
+
+    torch.save({"w": torch.ones(3)}, tmp_path / "one.pt")
+    namespace = {
+        "subprocess": types.SimpleNamespace(run=run),
+        "shlex": shlex,
+        "torch": torch,
+        "WORK": tmp_path,
+        "DEVICE": "cuda",
+        "torchrun": "python -m torch.distributed.run",
+        "dry_run": "helpers_cli.py --device cuda --seed 42 --dry-run train --save",
+        "max_difference": lambda a, b: max((a[k] - b[k]).abs().max().item() for k in a),
+    }
+    solved("10_many_gpus", 1, namespace)
+    assert namespace["three_exit_code"] == 1 and not (tmp_path / "three.pt").exists()
+    assert checked("10_many_gpus", 1, namespace, capsys)[1].startswith("Correct: 4 processes end 1.2e-07 from 1")
 
 
 @pytest.mark.parametrize(
@@ -503,15 +549,30 @@ def test_10_processes(capsys):
         (
             {"four_difference": 0.3, "three_exit_code": 1},
             "Not yet: four_difference is 0.3; 4 processes should end within rounding (about 1e-6) of 1 process: "
-            "compare the weights of the same dry run, max_difference(four, one)",
+            "compare the weights of the same dry run, four.pt against one.pt",
+        ),
+        (
+            {"four_difference": {"w": 1e-6}, "three_exit_code": 1},
+            "Not yet: four_difference is a dict; it should be one number, the largest weight difference: "
+            'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
         ),
         (
             {"four_difference": 1e-6, "three_exit_code": 0},
             "Not yet: three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the "
             "run with --nproc_per_node=3",
         ),
+        (
+            {"four_difference": 1e-6, "three_exit_code": FinishedRun()},
+            "Not yet: three_exit_code is the whole finished run; keep only its exit code: .returncode",
+        ),
+        (
+            {"four_difference": 1e-6, "three_exit_code": "1"},
+            "Not yet: three_exit_code is '1'; it should be the whole number a command ends with: "
+            "subprocess.run(...).returncode",
+        ),
+        ({"four_difference": ____, "three_exit_code": ____}, UNANSWERED),
     ],
-    ids=["different-weights", "three-succeeded"],
+    ids=["different-weights", "not-a-number", "three-succeeded", "the-whole-run", "printed-code", "unanswered"],
 )
 def test_10_processes_wrong_answers(answers, line, capsys):
     assert checked("10_many_gpus", 1, answers, capsys) == (False, line)
@@ -521,6 +582,38 @@ def test_11_mixed_precision(capsys):
     assert checked("11_gpu_speed", 1, {"results": {"float32": 0.9699, "bfloat16": 0.9702}}, capsys) == (
         True,
         "Correct: float32 0.9699, bfloat16 0.9702: 0.03 points apart",
+    )
+    # another right answer: float16, as on a T4, with the accuracies kept as history-like dicts
+    assert checked("11_gpu_speed", 1, {"results": {"float16": {"val_acc": 0.97}, "float32": 0.9691}}, capsys) == (
+        True,
+        "Correct: float32 0.9691, float16 0.9700: 0.09 points apart",
+    )
+
+
+def test_11_the_worked_solution_passes(capsys):
+    """The solution's code, with train_lesson standing in: one run per precision, each step as asked."""
+    import contextlib
+    import io
+    import types
+
+    import helpers_speed
+
+    steps = []
+
+    def train_lesson(root, device, epochs, seed, pipeline, make_step):
+        steps.append(make_step)
+        print("Epoch [0] ...")  # what the solution keeps out of sight
+        return {"test_acc": 0.9691 if make_step is helpers.lesson_step else 0.9703}
+
+    stand_in = types.SimpleNamespace(lesson_step=helpers.lesson_step, train_lesson=train_lesson)
+    namespace = {"helpers": stand_in, "helpers_speed": helpers_speed, "contextlib": contextlib, "io": io}
+    namespace |= {"DEVICE": torch.device("cpu"), "DATA": "data", "exercise_epochs": 1, "seed": 42}
+    solved("11_gpu_speed", 1, namespace)
+    assert capsys.readouterr().out == " float32: test accuracy 0.9691\nbfloat16: test accuracy 0.9703\n"
+    assert len(steps) == 2 and steps[0] is helpers.lesson_step and steps[1] is not helpers.lesson_step
+    assert checked("11_gpu_speed", 1, namespace, capsys) == (
+        True,
+        "Correct: float32 0.9691, bfloat16 0.9703: 0.12 points apart",
     )
 
 
@@ -536,8 +629,19 @@ def test_11_mixed_precision(capsys):
             "Not yet: results has ['float32']; add 'bfloat16' (or 'float16' with a GradScaler on an older GPU): the "
             "same training under helpers_speed.mixed_precision",
         ),
+        (
+            {"float32": {"model": nn.Linear(784, 10), "test_acc": 0.97}, "bfloat16": 0.97},
+            "Not yet: results['float32'] is the whole run that train_lesson returned; keep only its test accuracy: "
+            "run['test_acc']",
+        ),
+        (
+            {"float32": 96.91, "bfloat16": 97.03},
+            "Not yet: results['float32'] is 96.91, a percentage; keep the accuracy as train_lesson gives it, a number "
+            "between 0 and 1: run['test_acc']",
+        ),
+        ({"float32": ____, "bfloat16": ____}, UNANSWERED),
     ],
-    ids=["no-float32", "no-16-bit"],
+    ids=["no-float32", "no-16-bit", "the-whole-run", "percent", "unanswered"],
 )
 def test_11_mixed_precision_wrong_answers(results, line, capsys):
     assert checked("11_gpu_speed", 1, {"results": results}, capsys) == (False, line)
