@@ -464,6 +464,67 @@ def test_06_fashion_accuracy(capsys):
     [
         (
             0.9699,
+def fake_train_on_device(make_model, phases, size=128, data=None):
+    """05's train_on_device without the training: a val_acc that grows with the parameters and the rate."""
+    ((epochs, lr),) = phases
+    acc = 0.8 + sum(p.numel() for p in make_model().parameters()) / 1e7 + lr / 10 - size / 10_000
+    return [{"val_acc": acc, "epoch_s": size / 1000} for _ in range(epochs)]
+
+
+def notebook_05():
+    """The names 05's exercises use, with a train_on_device that answers at once."""
+    from functools import partial
+
+    return {
+        **{"partial": partial, "helpers": helpers, "nn": nn, "hidden_size": 32, "lr1": 0.5, "exercise_epochs": 2},
+        **{"exercise_set": None, "train_on_device": fake_train_on_device},
+    }
+
+
+def test_05_solutions_pass_their_checks(capsys):
+    namespace = solved("05_training", 1, notebook_05())
+    assert capsys.readouterr().out.splitlines()[:2] == [
+        "batch    lr  val_acc  s/epoch",
+        "   32  0.05   0.8043    0.032",
+    ]
+    assert checked("05_training", 1, namespace, capsys) == (
+        True,
+        "Correct: batch 32 at lr 0.5 did best (0.8493), batch 512 at lr 0.05 worst (0.7563): smaller batches take "
+        "more steps per epoch, a larger rate bigger ones",
+    )
+    namespace = solved("05_training", 2, notebook_05())
+    assert checked("05_training", 2, namespace, capsys) == (
+        True,
+        "Correct: 16: 0.8385, 32: 0.8397, 64: 0.8423, 128: 0.8474; per doubling +0.13, +0.25, +0.51 points: not "
+        "steady, and a change of a few tenths of a point is within what another seed changes (notebook 06)",
+    )
+    namespace = solved("05_training", 3, notebook_05())
+    assert checked("05_training", 3, namespace, capsys) == (
+        True,
+        "Correct: 784 → 64 → 32 → 10 trained to 0.8425 validation accuracy in 2 epochs",
+    )
+
+
+def test_05_a_rate_or_a_size_left_unchanged_is_named(capsys):
+    same_rate = {(size, lr): 0.9 - size / 10_000 for size, lr in GRID}
+    assert checked("05_training", 1, {"results": same_rate, "best": (32, 0.05)}, capsys) == (
+        False,
+        "Not yet: at each batch size both learning rates scored the same: give each run its own rate, "
+        "[(exercise_epochs, lr)]",
+    )
+    same_size = {(size, lr): 0.8 + lr / 10 for size, lr in GRID}
+    assert checked("05_training", 1, {"results": same_size, "best": (32, 0.5)}, capsys) == (
+        False,
+        "Not yet: at each learning rate the three batch sizes scored the same: give each run its own batch size, "
+        "train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
+    )
+    assert checked("05_training", 2, {"hidden_results": {16: 0.9153, 64: 0.9153, 128: 0.9153}}, capsys) == (
+        False,
+        "Not yet: every hidden size scored 0.9153, as if all were one model: build each with its own size, "
+        "helpers.MnistModel(784, h, 10), not hidden_size",
+    )
+
+
             "Not yet: 0.9699 is what the model scores on MNIST's digits: evaluate it on Fashion-MNIST's test set, "
             "helpers.load_fashion_mnist(DATA, train=False)",
         ),
@@ -739,8 +800,8 @@ def test_08_inside_a_checkpoint_wrong_answers(checkpoint_demo, capsys):
     untrained = {**checkpoint_demo, "completed": 2, "restored_score": fresh}
     assert checked("08_checkpoints", 1, untrained, capsys) == (
         False,
-        f"Not yet: restored_score is {fresh:.4f}, about what guessing scores (0.1): did the model train (fit) "
-        "before it was evaluated?",
+        f"Not yet: restored_score is {fresh:.4f}, what an untrained model scores: load the checkpoint into the fresh "
+        'model, helpers.load_checkpoint(demo / "run.ckpt", model), before you evaluate it',
     )
     last = state["history"][-1]["val_acc"]
     other = {**checkpoint_demo, "completed": 2, "restored_score": last - 0.05}
