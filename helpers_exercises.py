@@ -614,10 +614,6 @@ def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
     wanted = [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)]
     _missing("results", results, wanted)
     accs = {key: _trained(results[key], f"results[{key}]", least=0) for key in wanted}
-    best = answer(namespace, "best")
-    top = max(accs, key=accs.get)
-    if not isinstance(best, (tuple, list)) or tuple(best) != top:
-        raise NotYet(
     if all(accs[(size, 0.05)] == accs[(size, 0.5)] for size in (32, 128, 512)):
         raise NotYet(
             en="at each batch size both learning rates scored the same: give each run its own rate, "
@@ -631,6 +627,10 @@ def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
             zh="在每个学习率下，三种批量大小的得分都相同：让每次运行使用自己的批量大小，"
             "train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
         )
+    best = answer(namespace, "best")
+    top = max(accs, key=accs.get)
+    if not isinstance(best, (tuple, list)) or tuple(best) != top:
+        raise NotYet(
             en=f"best is {best!r}, but your results say {top} did best ({accs[top]:.4f}): best = max(results, "
             "key=results.get)",
             zh=f"best 是 {best!r}，但你的结果表明 {top} 最好（{accs[top]:.4f}）：best = max(results, key=results.get)",
@@ -645,17 +645,11 @@ def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
 
 
 def _check_hidden_sizes(namespace: dict) -> dict[str, str]:
+    import math
+
     results = answer(namespace, "hidden_results")
     _missing("hidden_results", results, [16, 64, 128])
     accs = {h: _trained(results[h], f"hidden_results[{h}]") for h in sorted(results)}
-    listed = ", ".join(f"{h}: {a:.4f}" for h, a in accs.items())
-    import math
-
-    return {
-        "en": f"{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
-        "within what another seed changes (notebook 06)",
-        "zh": f"{listed}；每翻一倍分别变化 {gains} 个百分点：并不稳定，零点几个百分点的变化在换一个种子带来的波动之内"
-        "（笔记本 06）",
     if len(set(accs.values())) == 1:
         raise NotYet(
             en=f"every hidden size scored {accs[16]:.4f}, as if all were one model: build each with its own size, "
@@ -663,7 +657,7 @@ def _check_hidden_sizes(namespace: dict) -> dict[str, str]:
             zh=f"每种隐藏层大小的得分都是 {accs[16]:.4f}，就像同一个模型：每个模型都要用自己的大小来创建，"
             "即 helpers.MnistModel(784, h, 10)，而不是 hidden_size",
         )
-    }
+    listed = ", ".join(f"{h}: {a:.4f}" for h, a in accs.items())
     sizes = list(accs)
     per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) for a, b in zip(sizes, sizes[1:])]
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
@@ -672,6 +666,12 @@ def _check_hidden_sizes(namespace: dict) -> dict[str, str]:
             "zh": f"{listed}；每翻一倍，增益都比上一次小",
         }
     gains = ", ".join(f"{g * 100:+.2f}" for g in per_doubling)
+    return {
+        "en": f"{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
+        "within what another seed changes (notebook 06)",
+        "zh": f"{listed}；每翻一倍分别变化 {gains} 个百分点：并不稳定，零点几个百分点的变化在换一个种子带来的波动之内"
+        "（笔记本 06）",
+    }
 
 
 def _check_deeper_trained(namespace: dict) -> dict[str, str]:
@@ -793,10 +793,6 @@ register(
             "en": "the lesson's schedule on Fashion-MNIST: shirts, pullovers and coats are the classes it mixes up",
             "zh": "在 Fashion-MNIST 上沿用原课程的训练计划：衬衫、套头衫和外套是最容易混淆的几类",
         },
-    ),
-)
-
-
         code="""fashion = helpers.load_fashion_mnist(DATA)
 fashion_test = helpers.load_fashion_mnist(DATA, train=False)
 fashion_train, fashion_val = helpers.split_dataset(fashion, seed=seed)
@@ -810,6 +806,10 @@ first = math.ceil(exercise_epochs / 2)
 helpers.fit(first, 0.5, fashion_model, *loaders[:2], progress=False, verbose=False)
 helpers.fit(exercise_epochs - first, 0.1, fashion_model, *loaders[:2], progress=False, verbose=False)
 fashion_test_acc = helpers.evaluate(fashion_model, loaders[2])["val_acc"]""",
+    ),
+)
+
+
 # ------------------------------------------------------------------------------------------------ 07, 08
 
 

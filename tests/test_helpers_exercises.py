@@ -449,21 +449,6 @@ def test_05_deeper_trained_wrong_answers(answers, line, capsys):
     assert checked("05_training", 3, answers, capsys) == (False, line)
 
 
-# ------------------------------------------------------------------------------------------------ 06, 09-11
-
-
-def test_06_fashion_accuracy(capsys):
-    assert checked("06_plots", 1, {"fashion_test_acc": 0.8412}, capsys) == (
-        True,
-        "Correct: 0.8412 on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
-    )
-
-
-@pytest.mark.parametrize(
-    "acc, line",
-    [
-        (
-            0.9699,
 def fake_train_on_device(make_model, phases, size=128, data=None):
     """05's train_on_device without the training: a val_acc that grows with the parameters and the rate."""
     ((epochs, lr),) = phases
@@ -525,6 +510,21 @@ def test_05_a_rate_or_a_size_left_unchanged_is_named(capsys):
     )
 
 
+# ------------------------------------------------------------------------------------------------ 06, 09-11
+
+
+def test_06_fashion_accuracy(capsys):
+    assert checked("06_plots", 1, {"fashion_test_acc": 0.8412}, capsys) == (
+        True,
+        "Correct: 0.8412 on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
+    )
+
+
+@pytest.mark.parametrize(
+    "acc, line",
+    [
+        (
+            0.9699,
             "Not yet: 0.9699 is what the model scores on MNIST's digits: evaluate it on Fashion-MNIST's test set, "
             "helpers.load_fashion_mnist(DATA, train=False)",
         ),
