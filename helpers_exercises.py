@@ -314,7 +314,7 @@ register(
             "zh": "加载数据集，用打乱顺序的 DataLoader 包装，显示一个批量",
         },
         code="""fashion = helpers.load_fashion_mnist(DATA)
-fashion_loader = DataLoader(fashion, 32, shuffle=True)
+fashion_loader = DataLoader(fashion, 32, shuffle=True, generator=torch.Generator().manual_seed(seed))
 helpers.show_batch(fashion_loader)""",
     ),
 )
@@ -339,6 +339,12 @@ def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
     import torch.nn as nn
 
     model = answer(namespace, "deeper")
+    if isinstance(model, type) and issubclass(model, nn.Module):
+        raise NotYet(
+            en=f"deeper is the class {model.__name__} itself; set it to a model made from the class: "
+            f"deeper = {model.__name__}()",
+            zh=f"deeper 是类 {model.__name__} 本身；应该把用这个类创建的模型赋给它：deeper = {model.__name__}()",
+        )
     if not isinstance(model, nn.Module):
         raise NotYet(
             en=f"deeper is a {type(model).__name__}, not a model: define a class that inherits nn.Module, "
@@ -527,10 +533,19 @@ def _check_dict_to_device(namespace: dict) -> dict[str, str]:
                     "dicts before the last line",
                     zh="你的函数还不认识字典：它对字典本身调用了 .to；在最后一行之前加一个处理字典的分支",
                 ) from None
+            if what == "a dict of lists":
+                raise NotYet(
+                    en=f"dicts and lists move, but a dict whose values are lists fails ({type(err).__name__}: "
+                    f"{err}): move each value by calling your function on it, not .to, so that it recurses",
+                    zh=f"字典和列表都能移动，但值为列表的字典出错（{type(err).__name__}: {err}）："
+                    "对每个值调用你的函数本身，而不是 .to，让它递归",
+                ) from None
             raise NotYet(
                 en=f"your function raised {type(err).__name__} ({err}) on {what}; try it on one",
                 zh=f"你的函数处理{in_chinese[what]}时出错：{type(err).__name__}（{err}）",
             ) from None
+    if _holds_placeholder(list(moved.values())):  # the exercise cell's outline, its ____ not yet replaced
+        raise Unanswered("to_device_with_dicts")
     if not isinstance(moved["a dict"], dict):
         raise NotYet(
             en=f"for a dict your function returned a {type(moved['a dict']).__name__}: build a dict, "

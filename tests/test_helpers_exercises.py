@@ -204,6 +204,11 @@ def test_03_two_hidden_layers(capsys):
     [
         (____, UNANSWERED),
         (
+            NoFlatten,
+            "Not yet: deeper is the class NoFlatten itself; set it to a model made from the class: deeper = "
+            "NoFlatten()",
+        ),
+        (
             Flat(784, 64, 10),
             "Not yet: your model's linear layers go 784 → 64 → 10 (1 hidden layer); the exercise asks for "
             "784 → 64 → 32 → 10: three nn.Linear layers, each one's output size the next one's input size",
@@ -220,7 +225,7 @@ def test_03_two_hidden_layers(capsys):
             "xb.view(xb.size(0), -1)",
         ),
     ],
-    ids=["unanswered", "one-hidden-layer", "no-relu", "not-flattened"],
+    ids=["unanswered", "the-class", "one-hidden-layer", "no-relu", "not-flattened"],
 )
 def test_03_two_hidden_layers_wrong_answers(deeper, line, capsys):
     assert checked("03_model", 2, {"deeper": deeper}, capsys) == (False, line)
@@ -312,6 +317,25 @@ def dict_without_lists(data, device):
     return data.to(device)
 
 
+def dict_without_recursion(data, device):
+    if isinstance(data, dict):
+        return {key: value.to(device) for key, value in data.items()}
+    return lesson_to_device(data, device)
+
+
+def the_outline(data, device):
+    """The exercise cell as the notebook gives it: its dict branch still returns ____."""
+    if isinstance(data, dict):
+        return ____
+    return lesson_to_device(data, device)
+
+
+def dict_of_blanks(data, device):
+    if isinstance(data, dict):
+        return {key: ____ for key in data}
+    return lesson_to_device(data, device)
+
+
 @pytest.mark.parametrize(
     "function, line",
     [
@@ -335,8 +359,23 @@ def dict_without_lists(data, device):
             "Not yet: your function raised AttributeError ('list' object has no attribute 'to') on a list; try it "
             "on one",
         ),
+        (
+            dict_without_recursion,
+            "Not yet: dicts and lists move, but a dict whose values are lists fails (AttributeError: 'list' object "
+            "has no attribute 'to'): move each value by calling your function on it, not .to, so that it recurses",
+        ),
+        (the_outline, UNANSWERED),
+        (dict_of_blanks, UNANSWERED),
     ],
-    ids=["the-lessons", "values-only", "dict-unmoved", "lists-broken"],
+    ids=[
+        "the-lessons",
+        "values-only",
+        "dict-unmoved",
+        "lists-broken",
+        "no-recursion",
+        "the-outline",
+        "blanks-inside",
+    ],
 )
 def test_04_dicts_wrong_answers(function, line, capsys):
     assert checked("04_device_transfer", 2, {"to_device_with_dicts": function}, capsys) == (False, line)
