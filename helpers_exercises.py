@@ -68,23 +68,25 @@ class Exercise:
     code: str = ""  # the solution's code, the same in every language
     namespace: dict = dataclasses.field(default_factory=dict, repr=False)
     lang: str = "en"
+    passed: bool = False  # what the last check() found; check() returns nothing, so a cell shows no Out[]
 
-    def check(self) -> bool:
-        """Check the learner's answer; print one line that starts with "Correct" or "Not yet"."""
+    def check(self) -> None:
+        """Check the learner's answer; print one line that starts with "Correct" or "Not yet" (and keep `passed`)."""
+        self.passed = False
         if self.check_answer is None:
             opened = {lang: text.format(n=self.number) for lang, text in WORDS["open_ended"].items()}
             self._show("thought", opened, "#1565c0")
-            return False
+            return
         try:
             found = self.check_answer(self.namespace)
         except Unanswered:
             self._show("not_yet", WORDS["unanswered"], "#c62828")
-            return False
+            return
         except NotYet as wrong:
             self._show("not_yet", wrong.messages, "#c62828")
-            return False
+            return
         self._show("correct", found, "#2e7d32")
-        return True
+        self.passed = True
 
     def hint(self) -> None:
         """Print a nudge towards the answer."""

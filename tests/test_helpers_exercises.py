@@ -15,8 +15,8 @@ from helpers_exercises import ____
 def checked(notebook, number, namespace, capsys, lang="en"):
     """(passed, the printed line) of exercise `number` of `notebook` against `namespace`."""
     exercise = helpers_exercises.exercises(notebook, namespace, lang=lang)[number - 1]
-    passed = exercise.check()
-    return passed, capsys.readouterr().out.strip()
+    assert exercise.check() is None, "a check returns nothing, so a notebook cell that ends with it shows no Out[]"
+    return exercise.passed, capsys.readouterr().out.strip()
 
 
 def solved(notebook, number, namespace):

@@ -213,6 +213,50 @@ def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, monkey
     assert "model and its history are not here, so training" in out and "validation accuracy: 0.2500" in out
 
 
+WITH_EXERCISES = [p for p in NOTEBOOKS if p.stem != "01_gpu_runtime"]
+
+
+def _shown(cell) -> str:
+    """What a code cell's committed outputs say, as text."""
+    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
+
+
+@pytest.mark.parametrize("path", WITH_EXERCISES, ids=[p.stem for p in WITH_EXERCISES])
+def test_every_exercise_checks_itself_and_its_worked_solution_passes(path):
+    """Each exercise has a cell for the learner that ends with its check, and a folded solution that runs the module's
+    solution code and shows the check passing (an open-ended exercise's shows the solution)."""
+    import helpers_exercises
+
+    nb = nbformat.read(path, as_version=4)
+    exercises = helpers_exercises.REGISTRY[path.stem]
+    names = ", ".join(f"q{e.number}" for e in exercises) if len(exercises) > 1 else "[q1]"
+    binding = [
+        c
+        for c in nb.cells
+        if c.cell_type == "code" and f'helpers_exercises.exercises("{path.stem}", globals())' in c.source
+    ]
+    assert len(binding) == 1 and f"{names} = helpers_exercises.exercises(" in binding[0].source, names
+    solutions = pages.tagged(nb, "solution")
+    assert len(solutions) == len(exercises), "one worked solution per exercise"
+    for exercise, solution in zip(exercises, solutions):
+        q = f"q{exercise.number}"
+        learner = [
+            c for c in nb.cells if c.cell_type == "code" and c.source.rstrip().splitlines()[-3:][0] == f"{q}.check()"
+        ]
+        assert len(learner) == 1 and "____" in learner[0].source, f"{q}: a cell for the learner, ending with its check"
+        assert nb.cells.index(binding[0]) < nb.cells.index(learner[0]) < nb.cells.index(solution)
+        assert exercise.code and exercise.code in solution.source, f"{q}: the solution runs the module's code"
+        if exercise.check_answer is None:
+            assert solution.source.rstrip().endswith(f"{q}.solution()") and "A question for thought" in _shown(
+                learner[0]
+            )
+            continue
+        assert solution.source.rstrip().endswith(f"{q}.check()"), f"{q}: the worked solution ends with its check"
+        assert _shown(learner[0]).startswith("Not yet: write your answer in place of ____"), q
+        assert "\nCorrect: " in "\n" + _shown(solution), f"{q}: the committed solution passes its check"
+        assert not [o for o in solution.outputs + learner[0].outputs if o.get("output_type") == "execute_result"]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS[1:8], ids=[p.stem for p in NOTEBOOKS[1:8]])
 def test_listings_in_02_to_08_hold_nothing_from_09_to_11(path):
     nb = nbformat.read(path, as_version=4)
