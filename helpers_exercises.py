@@ -390,11 +390,42 @@ def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
             zh="你的模型是线性的：层与层之间没有 ReLU，三个线性层合起来只相当于一个；"
             "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
         )
+    _check_relu_after_each_hidden_layer(model, images, a)
     count = sum(p.numel() for p in model.parameters())
     return {
-        "en": f"784 → 64 → 32 → 10 with a non-linearity between the layers, {count:,} parameters",
-        "zh": f"784 → 64 → 32 → 10，层与层之间有非线性激活，共 {count:,} 个参数",
+        "en": f"784 → 64 → 32 → 10 with a ReLU after each hidden layer, {count:,} parameters",
+        "zh": f"784 → 64 → 32 → 10，每个隐藏层之后都有 ReLU，共 {count:,} 个参数",
     }
+
+
+def _check_relu_after_each_hidden_layer(model: Any, images: Any, scores: Any) -> None:
+    """NotYet when a linear layer receives negative values (no ReLU before it), or the scores never go negative."""
+    import torch
+    import torch.nn as nn
+
+    seen = []
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    hooks = [m.register_forward_hook(lambda m, i, o: seen.append((i[0], o))) for m in linears]
+    try:
+        with torch.no_grad():
+            model(images)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    for n, (received, _) in enumerate(seen[1:], start=2):
+        if (received < 0).any():
+            raise NotYet(
+                en=f"linear layer {n} receives negative values: there is no ReLU after layer {n - 1}; apply F.relu "
+                f"(or nn.ReLU) to the output of every hidden layer",
+                zh=f"第 {n} 个线性层收到了负值：第 {n - 1} 层之后没有 ReLU；"
+                "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
+            )
+    if (seen[-1][1] < 0).any() and not (scores < 0).any():
+        raise NotYet(
+            en="your model's scores are never negative: a ReLU after the last layer clips them; return the last "
+            "layer's output as it is",
+            zh="你的模型输出的分数从不为负：最后一层之后的 ReLU 把它们截断了；直接返回最后一层的输出",
+        )
 
 
 def _check_parameter_counts(namespace: dict) -> dict[str, str]:

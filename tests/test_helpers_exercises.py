@@ -39,6 +39,24 @@ class Flat(nn.Module):
         return self.layers(xb)
 
 
+class OneRelu(nn.Module):
+    """Two hidden layers, a ReLU after the first only."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(784, 64), nn.Linear(64, 32), nn.Linear(32, 10)
+
+    def forward(self, xb):
+        return self.c(self.b(F.relu(self.a(xb.flatten(1)))))
+
+
+class ReluOnScores(OneRelu):
+    """A ReLU after every layer, the scores' too."""
+
+    def forward(self, xb):
+        return F.relu(self.c(F.relu(self.b(F.relu(self.a(xb.flatten(1)))))))
+
+
 class NoFlatten(nn.Module):
     def __init__(self):
         super().__init__()
@@ -194,7 +212,7 @@ def test_03_two_hidden_layers(capsys):
     namespace = solved("03_model", 2, {"nn": nn, "F": F})
     assert checked("03_model", 2, namespace, capsys) == (
         True,
-        "Correct: 784 → 64 → 32 → 10 with a non-linearity between the layers, 52,650 parameters",
+        "Correct: 784 → 64 → 32 → 10 with a ReLU after each hidden layer, 52,650 parameters",
     )
     assert checked("03_model", 2, {"deeper": Flat(784, 64, 32, 10)}, capsys)[0]
 
@@ -219,13 +237,23 @@ def test_03_two_hidden_layers(capsys):
             "apply F.relu (or nn.ReLU) to the output of each hidden layer",
         ),
         (
+            OneRelu(),
+            "Not yet: linear layer 3 receives negative values: there is no ReLU after layer 2; apply F.relu (or "
+            "nn.ReLU) to the output of every hidden layer",
+        ),
+        (
+            ReluOnScores(),
+            "Not yet: your model's scores are never negative: a ReLU after the last layer clips them; return the last "
+            "layer's output as it is",
+        ),
+        (
             NoFlatten(),
             "Not yet: your model fails on a batch of images of shape [8, 1, 28, 28] (RuntimeError: mat1 and mat2 "
             "shapes cannot be multiplied (224x28 and 784x64)); flatten the images first, with xb.flatten(1) or "
             "xb.view(xb.size(0), -1)",
         ),
     ],
-    ids=["unanswered", "the-class", "one-hidden-layer", "no-relu", "not-flattened"],
+    ids=["unanswered", "the-class", "one-hidden-layer", "no-relu", "relu-after-one", "relu-on-scores", "not-flattened"],
 )
 def test_03_two_hidden_layers_wrong_answers(deeper, line, capsys):
     assert checked("03_model", 2, {"deeper": deeper}, capsys) == (False, line)
