@@ -878,6 +878,17 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
                 zh=f"answered[{t}] 是 {found!r}；它应该是一对计数：（作答的图像数，其中答对的数）",
             )
         n, r = found
+        if any(isinstance(x, float) and 0 < x < 1 for x in (n, r)):
+            raise NotYet(
+                en=f"answered[{t}] holds {found!r}: a share, not a count; count the images with .sum(), not .mean()",
+                zh=f"answered[{t}] 是 {found!r}：这是比例，不是个数；用 .sum() 而不是 .mean() 来数图像",
+            )
+        if (n, r) == (correct, count) and n != r:
+            raise NotYet(
+                en=f"at {t}, the two numbers are swapped: first the images answered ({count:,}), then how many of "
+                f"them are right ({correct:,})",
+                zh=f"阈值 {t} 时，两个数的顺序反了：先是作答的图像数（{count:,}），再是其中答对的个数（{correct:,}）",
+            )
         if n == len(confidence) - count and n != count:
             raise NotYet(
                 en=f"at {t}, {_counted(n)} counts the images below the threshold; keep those with confidence >= {t}",

@@ -824,12 +824,22 @@ def test_07_sure_answers(capsys):
             "Not yet: at 0.5, 1 counts the images below the threshold; keep those with confidence >= 0.5",
         ),
         (
+            {0.5: (0.9, 6 / 9), 0.9: (0.5, 0.6), 0.99: (0.2, 0.5)},
+            "Not yet: answered[0.5] holds (0.9, 0.6666666666666666): a share, not a count; count the images with "
+            ".sum(), not .mean()",
+        ),
+        (
+            {0.5: (6, 9), 0.9: (3, 5), 0.99: (1, 2)},
+            "Not yet: at 0.5, the two numbers are swapped: first the images answered (9), then how many of them are "
+            "right (6)",
+        ),
+        (
             {0.5: (9, 6), 0.9: (5, 3), 0.99: (3, 2)},
             "Not yet: at 0.99, the model answers 2 images, not 3: the confidence is the largest probability, "
             'predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
         ),
     ],
-    ids=["right-among-all", "below-the-threshold", "wrong-count"],
+    ids=["right-among-all", "below-the-threshold", "shares", "swapped", "wrong-count"],
 )
 def test_07_sure_answers_wrong_answers(answered, line, capsys):
     namespace = {"predictions": fake_predictions(), "answered": answered}
