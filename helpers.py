@@ -202,7 +202,7 @@ def to_device(data: Any, device: str | torch.device, non_blocking: bool | None =
     """Move tensors and modules to `device`, recursing into lists, tuples and dicts (notebook 04).
 
     Modules move in place (and are returned too); tensors are copied, so reassign them.
-    `non_blocking` defaults to True only where it helps: pinned host memory going to CUDA.
+    `non_blocking` defaults to True only where it helps: pinned CPU memory going to CUDA.
     """
     device = as_device(device)
     if isinstance(data, nn.Module):
