@@ -337,8 +337,9 @@ def test_series_run_writes_the_chinese_notebooks_from_the_executed_ones(series_r
         chinese = nbformat.read(series_run / "zh" / f"{stem}.ipynb", as_version=4)
         committed = nbformat.read(REPO / "notebooks" / "zh" / f"{stem}.ipynb", as_version=4)
         localized = [copy.deepcopy(c) for c in executed.cells if c.cell_type == "code"]
-        for cell in localized:  # the exercises speak Chinese; nothing else in the code or outputs changes
-            translation.localize_code(cell, "zh")
+        comments = translation.read_comments(translation.comments_file("zh"))
+        for cell in localized:  # the comments and exercises speak Chinese; nothing else in the code or outputs changes
+            translation.localize_code(cell, "zh", comments)
         assert [c for c in chinese.cells if c.cell_type == "code"] == localized
         assert [c.source for c in chinese.cells if c.cell_type == "markdown"] == [
             c.source for c in committed.cells if c.cell_type == "markdown"

@@ -2,9 +2,11 @@
 with the English code and outputs, the series' conventions, and the glossary's vocabulary."""
 
 import copy
+import io
 import re
 import subprocess
 import sys
+import tokenize
 import unicodedata
 from decimal import Decimal
 from pathlib import Path
@@ -35,7 +37,8 @@ def _pair(path):
 
 def test_every_notebook_has_a_chinese_edition():
     assert [p.name for p in translation.translated_paths("zh")] == [p.name for p in ENGLISH]
-    assert sorted(p.name for p in ZH.glob("*.md")) == sorted([f"{p.stem}.md" for p in ENGLISH] + ["README.md"])
+    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md"]
+    assert sorted(p.name for p in ZH.glob("*.md")) == sorted(expected)
 
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
@@ -49,16 +52,29 @@ def test_the_committed_chinese_notebooks_are_what_translate_builds():
     assert translation.translate(check=True) == [], "notebooks/zh/ is out of date: python notebooks/series.py translate"
 
 
+def _code_without_comments(source: str) -> list[tuple[int, str]]:
+    """The tokens of `source` a computer reads: everything but the comments, and where each is."""
+    tokens = tokenize.generate_tokens(io.StringIO(source).readline)
+    return [(t.start[0], t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+
+
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_code_cells_and_their_outputs_are_the_english_ones(path):
     english, chinese = _pair(path)
+    comments = translation.read_comments(translation.comments_file("zh"))
     assert [c.cell_type for c in chinese.cells] == [c.cell_type for c in english.cells]
     assert [c.id for c in chinese.cells] == [c.id for c in english.cells]
     for en, zh in zip(english.cells, chinese.cells):
         if en.cell_type == "code":
             localized = copy.deepcopy(en)
-            translation.localize_code(localized, "zh")
-            assert zh == localized, f"code cell {en.id} differs from the English one beyond its exercises' language"
+            translation.localize_code(localized, "zh", comments)
+            assert zh == localized, f"code cell {en.id} differs from the English one beyond its language"
+            exercises_only = copy.deepcopy(en)
+            translation.localize_code(exercises_only, "zh")  # the binding asks for Chinese; the comments stay
+            code = _code_without_comments(exercises_only.source)
+            assert _code_without_comments(zh.source) == code, f"code cell {en.id}: a comment's translation changed code"
+            untranslated = [c for c in translation.code_comments(zh) if not CJK.search(c)]
+            assert untranslated == [], f"code cell {en.id}: comments a reader reads, still in English"
         else:
             assert zh.metadata == en.metadata
             assert zh.source != en.source and CJK.search(zh.source), f"cell {en.id} is not translated"
@@ -75,8 +91,9 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     assert chinese.cells[-2].source.startswith("## 本篇小结")
     (nav,) = pages.tagged(chinese, "nav")
     assert nav is chinese.cells[-1] and nav.source == pages.nav(path, translation.translated_titles("zh"), "zh")
-    for tag in ("setup", "parameters", "metrics"):
-        assert [c.source for c in pages.tagged(chinese, tag)] == [c.source for c in pages.tagged(english, tag)]
+    for tag in ("setup", "parameters", "metrics"):  # the same code; the parameters' comments in Chinese
+        zh_code = [_code_without_comments(c.source) for c in pages.tagged(chinese, tag)]
+        assert zh_code == [_code_without_comments(c.source) for c in pages.tagged(english, tag)]
     assert pages.tagged(chinese, "setup")[0].source == pages.SETUP
     assert chinese.metadata["kernelspec"] == english.metadata["kernelspec"] and chinese.metadata["kernelspec"]["name"]
     assert chinese.metadata["accelerator"] == "GPU" and chinese.metadata["colab"]["gpuType"] == "T4"
@@ -287,12 +304,15 @@ def test_translations_use_the_glossary():
     assert len(glossary) > 40 and dict(glossary)["张量"] == [] and "批大小" in dict(glossary)["批量大小"]
     assert (
         "轮次" in dict(glossary)["轮"]
-        and "GPU 内存" in dict(glossary)["显存"]
+        and {"GPU 内存", "GPU 显存"} <= set(dict(glossary)["显存"])
+        and {"数字", "数值", "评估", "置信度", "试运行"} <= dict(glossary).keys()
         and "内核启动" in dict(glossary)["核函数"]
     )
     for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
         assert term in dict(glossary), f"the glossary lacks {term}"
-    text = "\n".join(translation.translation_file(p.name).read_text(encoding="utf-8") for p in ENGLISH)
+    files = [translation.translation_file(p.name) for p in ENGLISH] + [translation.comments_file("zh")]
+    readme = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[0]
+    text = "\n".join([readme, *(file.read_text(encoding="utf-8") for file in files)])
     for term, avoid in glossary:
         assert term in text, f"the glossary's {term} is never used"
         for variant in avoid:
@@ -419,3 +439,117 @@ def test_the_exercises_speak_the_editions_language_and_nothing_else_in_the_code_
     plain = nbformat.v4.new_code_cell("helpers.fit(model)  # globals()")
     translation.localize_code(plain, "zh")
     assert plain.source == "helpers.fit(model)  # globals()"
+
+
+def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
+    source = (
+        '# @title Solution 1: batch sizes { display-mode: "form" }\n'
+        "text = '# not a comment'  # a string with a hash\n"
+        "# Exercise 1: three sizes\n"
+        "    # warm-up\n"
+        "# q1.hint()\n"
+        "x = 1  # hidden layer"
+    )
+    cell = nbformat.v4.new_code_cell(source)
+    assert translation.code_comments(cell) == [
+        "@title Solution 1: batch sizes",
+        "a string with a hash",
+        "Exercise 1: three sizes",
+        "warm-up",
+        "hidden layer",
+    ]
+    comments = {
+        "@title Solution 1: batch sizes": "@title 答案 1：批量大小",
+        "a string with a hash": "含有井号的字符串",
+        "Exercise 1: three sizes": "练习 1：三种大小",
+        "warm-up": "预热",
+        "hidden layer": "隐藏层",
+    }
+    translation.localize_code(cell, "zh", comments)
+    assert cell.source == (
+        '# @title 答案 1：批量大小 { display-mode: "form" }\n'
+        "text = '# not a comment'  # 含有井号的字符串\n"
+        "# 练习 1：三种大小\n"
+        "    # 预热\n"
+        "# q1.hint()\n"
+        "x = 1  # 隐藏层"
+    )
+    setup = nbformat.v4.new_code_cell("import os  # the set-up cell", metadata={"tags": ["setup"]})
+    injected = nbformat.v4.new_code_cell('# Parameters\ndevice = "cpu"\n', metadata={"tags": ["injected-parameters"]})
+    assert translation.code_comments(setup) == translation.code_comments(injected) == []  # every edition's
+    missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
+    assert len(missing) == 5
+    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in missing[4]
+    notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1  # hidden layer")])
+    (unused,) = translation.unused_comments([notebook], {"hidden layer": "隐藏层", "output layer": "输出层"})
+    assert "no code comment reads 'output layer' any more: remove its row" in unused
+
+
+def test_a_changed_english_comment_stops_the_build_until_it_is_translated(tmp_path):
+    path = ENGLISH[4]
+    english = nbformat.read(path, as_version=4)
+    (cell,) = [c for c in english.cells if c.id == "c05-05"]  # the lesson's fit: "# Training phase"
+    assert "# Training phase\n" in cell.source
+    cell.source = cell.source.replace("# Training phase\n", "# Training phase: one pass over the batches\n")
+    entries = translation.read_translation(translation.translation_file(path.name))
+    with pytest.raises(translation.TranslationError, match="'Training phase: one pass over the batches' has no"):
+        translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
+    nbformat.write(english, tmp_path / path.name)
+    for other in ENGLISH:
+        if other != path:
+            (tmp_path / other.name).write_bytes(other.read_bytes())
+    with pytest.raises(translation.TranslationError, match="no code comment reads 'Training phase' any more"):
+        translation.translate(check=True, source=tmp_path)
+
+
+def test_the_comments_file_is_one_row_per_comment(tmp_path):
+    file = tmp_path / "comments.md"
+    file.write_text("# 代码注释\n\n| English | 中文 |\n|---|---|\n| a \\| b | 甲 \\| 乙 |\n| warm-up | 预热 |\n")
+    assert translation.read_comments(file) == {"a | b": "甲 | 乙", "warm-up": "预热"}
+    file.write_text("| English | 中文 |\n|---|---|\n| warm-up | 预热 |\n| warm-up | 热身 |\n")
+    with pytest.raises(translation.TranslationError, match="line 4: each comment needs one row"):
+        translation.read_comments(file)
+    file.write_text("| English | 中文 |\n|---|---|\n| warm-up |  |\n")
+    with pytest.raises(translation.TranslationError, match="line 3"):
+        translation.read_comments(file)
+
+
+def _colon_chains(text: str) -> list[str]:
+    """Sentences with two or more "：" outside code: a colon after a bold lead-in, then another within the sentence."""
+    prose = CODE_SPAN.sub("x", FENCE.sub("\n\n", text))
+    sentences = re.split(r"[。！？\n]", "\n".join(line for line in prose.splitlines() if not line.startswith("|")))
+    return [s.strip() for s in sentences if s.count("：") >= 2]
+
+
+def _table_problems(text: str) -> list[str]:
+    """Markdown tables that GitHub would not show as tables: a header without its separator, rows of other widths."""
+    problems = []
+    for block in re.findall(r"(?m)(?:^\|.*\n?)+", FENCE.sub("", text)):
+        rows = [re.split(r"(?<!\\)\|", row.strip())[1:-1] for row in block.strip("\n").split("\n")]
+        if len(rows) < 2 or not all(re.fullmatch(r"\s*:?-+:?\s*", c) for c in rows[1]):
+            problems.append(f"a table without its separator row: {block.splitlines()[0]}")
+        elif any(len(row) != len(rows[0]) for row in rows):
+            problems.append(f"a table whose rows do not all have {len(rows[0])} cells: {block.splitlines()[0]}")
+    return problems
+
+
+def test_the_editors_mechanical_patterns_are_gone():
+    """What the second review of the Chinese edition found, each a pattern a test can see."""
+    assert _colon_chains("**注意**：原课程只认识 CUDA：在 Mac 上选择 CPU。**注意**：`a:b` 可以。") == [
+        "注意：原课程只认识 CUDA：在 Mac 上选择 CPU"
+    ]
+    assert _table_problems("| # | 笔记本 | 内容 | |\n|---|---|---|\n| 01 | a | b |\n") != []
+    assert _table_problems("| # | 笔记本 |\n|---|---|\n| 01 | a |\n\n正文\n\n| a | b |\n|---|---|\n") == []
+    assert _stray_spaces("在“进一步探索” 一节") == ["在“进一步探索” 一节"]
+    for where, text in _chinese_markdown():
+        assert _colon_chains(text) == [], f"{where}: one ：to a sentence; make the second ，or —— or 。"
+        assert "GPU 显存" not in text, f"{where}: 显存 is already the GPU's memory"
+        assert _table_problems(text) == [], where
+    comments = translation.read_comments(translation.comments_file("zh"))
+    assert [c for c in comments.values() if c.count("：") >= 2] == []
+
+
+def test_curly_quotes_dashes_and_ellipses_are_full_width_in_chinese_text():
+    assert translation.unwrap_cjk("见“进一步探索”\n一节。原课程——\n然后……\nPyTorch 说‘是’\n的") == (
+        "见“进一步探索”一节。原课程——然后……PyTorch 说‘是’的"
+    )

@@ -1,17 +1,21 @@
 """The translated editions, e.g. notebooks/zh/: built, never edited, from the English notebooks.
 
-A translated notebook's code cells and their outputs are the English notebook's, except where the exercises speak
-the reader's language (`localize_code`), and each Markdown cell comes from notebooks/zh/NN_name.md, where a marker line
+A translated notebook's code cells and their outputs are the English notebook's, except that the comments a reader
+reads and the exercises speak the reader's language (`localize_code`). Each Markdown cell comes from
+notebooks/zh/NN_name.md, where a marker line
     <!-- cell c05-03 en:1a2b3c4d5e6f -->
 starts the translation of cell c05-03 and records a hash of the English text it translates. When the
 English cell changes, the hash no longer matches and the build stops until the translation is updated.
+Each code comment's translation is a row of notebooks/zh/comments.md, keyed by the English comment itself.
 """
 
 from __future__ import annotations
 
 import copy
 import hashlib
+import io
 import re
+import tokenize
 from pathlib import Path
 
 import nbformat
@@ -30,7 +34,7 @@ class TranslationError(ValueError):
 # Between two Chinese characters a line break shows as a stray space; next to full-width punctuation
 # (，。：（）) a space is never wanted, whatever is on the other side.
 HAN = "\u4e00-\u9fff"
-FULL_WIDTH = "\u3000-\u303f\uff00-\uffef"
+FULL_WIDTH = "\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2026\u2014"  # with “”‘’…—, full width in Chinese
 BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
 
 
@@ -141,10 +145,86 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
 
 
 EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
+FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
-def localize_code(cell: nbformat.NotebookNode, lang: str) -> None:
-    """Make a code cell's exercises speak `lang`: the binding asks for it, and their outputs are its own."""
+def comments_file(lang: str = "zh") -> Path:
+    """Where the translations of the code comments live: notebooks/<lang>/comments.md, one table row each."""
+    return pages.NOTEBOOKS / lang / "comments.md"
+
+
+def read_comments(path: Path) -> dict[str, str]:
+    """English comment -> its translation, from the rows `| English | translation |` of a comments file."""
+    if not path.is_file():
+        raise TranslationError(f"{shown(path)} is missing: create it with a row for every code comment")
+    comments: dict[str, str] = {}
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if not line.startswith("|") or len(cells) != 2 or set(cells[0]) <= set("-: ") or cells[0] == "English":
+            continue  # prose, the header, the separator
+        if not cells[1] or cells[0] in comments:
+            raise TranslationError(f"{shown(path)}, line {number}: each comment needs one row with its translation")
+        comments[cells[0]] = cells[1]
+    return comments
+
+
+def _comment_tokens(source: str) -> list[tokenize.TokenInfo]:
+    """The comments of `source` a reader reads: not the commented-out code (`# q1.hint()`)."""
+    tokens = []
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        text = token.string[1:].strip()
+        if token.type != tokenize.COMMENT or not text:
+            continue
+        try:
+            compile(text, "<comment>", "exec")
+            is_code = "(" in text
+        except SyntaxError:
+            is_code = False
+        if not is_code:
+            tokens.append(token)
+    return tokens
+
+
+def code_comments(cell: nbformat.NotebookNode) -> list[str]:
+    """The translatable comments of a code cell, as keys of a comments file: without `# ` and Colab's form options.
+
+    The set-up cell is the same in every edition (it is the series' machinery, folded away), and so is the cell
+    papermill writes for the parameters of a run: neither has any.
+    """
+    if cell.cell_type != "code" or {"setup", "injected-parameters"} & set(cell.metadata.get("tags", [])):
+        return []
+    return [FORM.sub("", token.string[1:].strip()) for token in _comment_tokens(cell.source)]
+
+
+def _used_comments(notebooks: list[nbformat.NotebookNode]) -> set[str]:
+    return {text for nb in notebooks for cell in nb.cells for text in code_comments(cell)}
+
+
+def comment_problems(notebooks: list[nbformat.NotebookNode], comments: dict[str, str]) -> list[str]:
+    """The comments of `notebooks` that have no translation, one line each."""
+    return [
+        f"code comment {text!r} has no translation: add the row `| {text} | … |` to {shown(comments_file())}"
+        for text in sorted(_used_comments(notebooks) - comments.keys())
+    ]
+
+
+def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, str]) -> list[str]:
+    """The rows of a comments file that no comment of `notebooks` (all of them) reads any more, one line each."""
+    return [
+        f"{shown(comments_file())}: no code comment reads {text!r} any more: remove its row"
+        for text in sorted(comments.keys() - _used_comments(notebooks))
+    ]
+
+
+def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, str] | None = None) -> None:
+    """Make a code cell speak `lang`: its comments (from `comments`), its exercises' binding and their outputs."""
+    if comments is not None and code_comments(cell):
+        lines = cell.source.split("\n")
+        for token, text in zip(_comment_tokens(cell.source), code_comments(cell)):
+            row, column = token.start
+            form = FORM.search(token.string)
+            lines[row - 1] = lines[row - 1][:column] + f"# {comments[text]}" + (form.group() if form else "")
+        cell.source = "\n".join(lines)
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
         translated = output.get("metadata", {}).get("helpers_exercises", {}).get(lang)
@@ -153,16 +233,22 @@ def localize_code(cell: nbformat.NotebookNode, lang: str) -> None:
 
 
 def translate_notebook(
-    english: nbformat.NotebookNode, path: Path, entries: dict, titles: dict[str, str], lang: str = "zh"
+    english: nbformat.NotebookNode,
+    path: Path,
+    entries: dict,
+    titles: dict[str, str],
+    lang: str = "zh",
+    comments: dict[str, str] | None = None,
 ) -> nbformat.NotebookNode:
     """A copy of `english` (committed or executed) with its Markdown in `lang`, its code and outputs localized."""
-    problems = translation_problems(english, entries)
+    comments = read_comments(comments_file(lang)) if comments is None else comments
+    problems = translation_problems(english, entries) + comment_problems([english], comments)
     if problems:
         raise TranslationError(f"{shown(translation_file(path.name, lang))}:\n  " + "\n  ".join(problems))
     nb = copy.deepcopy(english)
     for cell in nb.cells:
         if cell.cell_type == "code":
-            localize_code(cell, lang)
+            localize_code(cell, lang, comments)
             continue
         if cell.cell_type != "markdown":
             continue
@@ -202,15 +288,18 @@ def translate(
     listing every missing or stale cell of every notebook, before it writes anything.
     """
     titles = translated_titles(lang)
-    built, problems = {}, []
+    comments = read_comments(comments_file(lang))
+    built, problems, englishes = {}, [], []
     for path in notebook_paths(names):
         english = nbformat.read((source or pages.NOTEBOOKS) / path.name, as_version=4)
+        englishes.append(english)
         try:
-            built[path.name] = translate_notebook(
-                english, path, read_translation(translation_file(path.name, lang)), titles, lang
-            )
+            entries = read_translation(translation_file(path.name, lang))
+            built[path.name] = translate_notebook(english, path, entries, titles, lang, comments)
         except TranslationError as err:
             problems.append(str(err))
+    if not names:  # every notebook read: a row that no comment uses is stale
+        problems += unused_comments(englishes, comments)
     if problems:
         raise TranslationError("\n".join(problems))
     return _write_changed(built, target or pages.NOTEBOOKS / lang, check)
