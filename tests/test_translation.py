@@ -422,6 +422,7 @@ def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
     chinese = (tmp_path / "zh" / "html" / f"{stem}.html").read_text(encoding="utf-8")
     assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
     assert '<html lang="en">' in english and '<html lang="zh">' in chinese
+    assert report.UPRIGHT_COMMENTS in chinese and report.UPRIGHT_COMMENTS not in english  # the comments are Chinese
     assert "本篇预期结果" in chinese and "What to expect" in english
 
 

@@ -29,9 +29,18 @@ def html_exporter(lang: str = "en") -> HTMLExporter:
     return exporter
 
 
+UPRIGHT_COMMENTS = "<style>.highlight [class^=c] { font-style: normal }</style>\n"  # Pygments' comment classes
+
+
 def render(exporter: HTMLExporter, notebook: Path, page: Path) -> None:
-    """Render one notebook to an HTML page with `exporter`, making the page's folder."""
+    """Render one notebook to an HTML page with `exporter`, making the page's folder.
+
+    Code comments show in italics; in a Chinese page they are Chinese, which has no italics (a browser slants
+    the glyphs), so there they stand upright.
+    """
     html, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    if exporter.language_code != "en":
+        html = html.replace("</head>", UPRIGHT_COMMENTS + "</head>", 1)
     page.parent.mkdir(parents=True, exist_ok=True)
     page.write_text(html, encoding="utf-8")
 
