@@ -147,7 +147,7 @@ def _trained(value: Any, name: str, least: float = 0.2) -> float:
         raise NotYet(
             en=f"{name} is {value:.4f}, about what guessing scores (0.1): did the model train (fit) before it was "
             "evaluated?",
-            zh=f"{name} 是 {value:.4f}，和随机猜测（0.1）差不多：评估之前，模型训练（fit）过吗？",
+            zh=f"{name} 是 {value:.4f}，和随机猜测（0.1）差不多。评估之前，模型训练（fit）过吗？",
         )
     return float(value)
 
@@ -163,7 +163,7 @@ def _missing(name: str, found: dict, wanted: list) -> None:
         if key not in found:
             raise NotYet(
                 en=f"{name} has no entry for {key!r}; it needs one for each of {wanted}",
-                zh=f"{name} 中没有 {key!r} 这一项；{wanted} 每一项都需要",
+                zh=f"{name} 中没有 {key!r} 这一项；{wanted} 中的每一项都要有",
             )
 
 
@@ -210,7 +210,7 @@ def _check_batch_counts(namespace: dict) -> dict[str, str]:
         if not (isinstance(found, (tuple, list)) and len(found) == 2):
             raise NotYet(
                 en=f"batches[{size}] is {found!r}; it should be a pair: (number of batches, size of the last batch)",
-                zh=f"batches[{size}] 是 {found!r}；它应该是一对数：（批量的个数，最后一个批量的大小）",
+                zh=f"batches[{size}] 是 {found!r}；它应该是一对数，即（批量的个数，最后一个批量的大小）",
             )
         count, last = found
         right = -(-n // size)
@@ -226,14 +226,14 @@ def _check_batch_counts(namespace: dict) -> dict[str, str]:
                 raise NotYet(
                     en=f"at batch size {size}, {count:,} leaves out the last, smaller batch: an epoch uses every "
                     "image, so round the division up (len(DataLoader(train_set, size)) counts it for you)",
-                    zh=f"批量大小为 {size} 时，{count:,} 漏掉了最后那个较小的批量：一轮要用到每一张图像，"
+                    zh=f"批量大小为 {size} 时，{count:,} 漏掉了最后那个较小的批量。一轮要用到每一张图像，"
                     "所以除法要向上取整（len(DataLoader(train_set, size)) 会替你数）",
                 )
             raise NotYet(
                 en=f"at batch size {size}, {_counted(count)} is not the number of batches; len(DataLoader(train_set, "
                 f"{size})) gives it",
-                zh=f"批量大小为 {size} 时，{_counted(count)} 不是批量的个数；len(DataLoader(train_set, {size})) "
-                "会给出它",
+                zh=f"批量大小为 {size} 时，{_counted(count)} 不是批量的个数；用 len(DataLoader(train_set, {size})) "
+                "可以求出它",
             )
         if last != n - (right - 1) * size:
             raise NotYet(
@@ -243,7 +243,9 @@ def _check_batch_counts(namespace: dict) -> dict[str, str]:
                 "个完整批量后剩下的那些",
             )
     listed = "; ".join(f"{size}: {batches[size][0]:,} batches, the last of {batches[size][1]}" for size in sizes)
-    listed_zh = "；".join(f"{size}：{batches[size][0]:,} 个批量，最后一个 {batches[size][1]} 张" for size in sizes)
+    listed_zh = "；".join(
+        f"批量大小为 {size} 时有 {batches[size][0]:,} 个批量，最后一个批量 {batches[size][1]} 张" for size in sizes
+    )
     return {
         "en": f"{listed}. Bigger batches: fewer, larger steps per epoch",
         "zh": f"{listed_zh}。批量越大，每轮的步数越少、每一步越大",
@@ -272,12 +274,13 @@ def _check_fashion_loader(namespace: dict) -> dict[str, str]:
     if not isinstance(loader.sampler, RandomSampler):
         raise NotYet(
             en="fashion_loader does not shuffle: pass shuffle=True, so that each batch mixes the ten kinds of clothing",
-            zh="fashion_loader 没有打乱顺序：传入 shuffle=True，让每个批量混有十类服装",
+            zh="fashion_loader 没有打乱顺序；传入 shuffle=True，让每个批量都混有十类服装",
         )
     return {
         "en": f"a shuffled DataLoader over Fashion-MNIST's {len(loader.dataset):,} images, "
         f"batches of {loader.batch_size}",
-        "zh": f"Fashion-MNIST 的 {len(loader.dataset):,} 张图像上打乱顺序的 DataLoader，批量大小为 {loader.batch_size}",
+        "zh": f"已在 Fashion-MNIST 的 {len(loader.dataset):,} 张图像上创建打乱顺序的 DataLoader，"
+        f"批量大小为 {loader.batch_size}",
     }
 
 
@@ -288,7 +291,7 @@ register(
         _check_batch_counts,
         hints={
             "en": "an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
-            "zh": "一轮把每张图像用一次：共 len(DataLoader(train_set, size)) 个批量，除最后一个外都是满的",
+            "zh": "一轮把每张图像用一次，共 len(DataLoader(train_set, size)) 个批量，除最后一个外都是满的",
         },
         solutions={
             "en": "count the batches with len() of a DataLoader; the last holds what the full batches leave",
@@ -345,7 +348,7 @@ def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"deeper is the class {model.__name__} itself; set it to a model made from the class: "
             f"deeper = {model.__name__}()",
-            zh=f"deeper 是类 {model.__name__} 本身；应该把用这个类创建的模型赋给它：deeper = {model.__name__}()",
+            zh=f"deeper 是类 {model.__name__} 本身；应该把用这个类创建的模型赋给它，即 deeper = {model.__name__}()",
         )
     if not isinstance(model, nn.Module):
         raise NotYet(
@@ -374,7 +377,7 @@ def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
             en=f"your model fails on a batch of images of shape [8, 1, 28, 28] ({type(err).__name__}: {err}); "
             "flatten the images first, with xb.flatten(1) or xb.view(xb.size(0), -1)",
             zh=f"你的模型在形状为 [8, 1, 28, 28] 的一批图像上出错（{type(err).__name__}: {err}）；"
-            "先把图像展平：xb.flatten(1) 或 xb.view(xb.size(0), -1)",
+            "先用 xb.flatten(1) 或 xb.view(xb.size(0), -1) 把图像展平",
         ) from None
     if list(a.shape) != [8, 10]:
         raise NotYet(
@@ -387,7 +390,7 @@ def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en="your model is linear: without a ReLU between them, three linear layers add up to one; "
             "apply F.relu (or nn.ReLU) to the output of each hidden layer",
-            zh="你的模型是线性的：层与层之间没有 ReLU，三个线性层合起来只相当于一个；"
+            zh="你的模型是线性的，因为层与层之间没有 ReLU，三个线性层合起来只相当于一个；"
             "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
         )
     _check_relu_after_each_hidden_layer(model, images, a)
@@ -417,14 +420,14 @@ def _check_relu_after_each_hidden_layer(model: Any, images: Any, scores: Any) ->
             raise NotYet(
                 en=f"linear layer {n} receives negative values: there is no ReLU after layer {n - 1}; apply F.relu "
                 f"(or nn.ReLU) to the output of every hidden layer",
-                zh=f"第 {n} 个线性层收到了负值：第 {n - 1} 层之后没有 ReLU；"
+                zh=f"第 {n} 个线性层收到了负值，说明第 {n - 1} 层之后没有 ReLU；"
                 "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
             )
     if (seen[-1][1] < 0).any() and not (scores < 0).any():
         raise NotYet(
             en="your model's scores are never negative: a ReLU after the last layer clips them; return the last "
             "layer's output as it is",
-            zh="你的模型输出的分数从不为负：最后一层之后的 ReLU 把它们截断了；直接返回最后一层的输出",
+            zh="你的模型输出的分数从不为负，因为最后一层之后的 ReLU 把负值截断了；直接返回最后一层的输出",
         )
 
 
@@ -439,21 +442,22 @@ def _check_parameter_counts(namespace: dict) -> dict[str, str]:
         if found == 784 * h + h * 10:
             raise NotYet(
                 en=f"hidden {h}: {_counted(found)} counts the weights alone; each nn.Linear(a, b) also has b biases",
-                zh=f"隐藏层 {h}：{_counted(found)} 只数了权重；每个 nn.Linear(a, b) 还有 b 个偏置",
+                zh=f"隐藏单元为 {h} 时，{_counted(found)} 只数了权重；每个 nn.Linear(a, b) 还有 b 个偏置",
             )
         if found == 784 * h + h:
             raise NotYet(
                 en=f"hidden {h}: {_counted(found)} is the first layer alone; add the second, nn.Linear({h}, 10)",
-                zh=f"隐藏层 {h}：{_counted(found)} 只是第一层；再加上第二层 nn.Linear({h}, 10)",
+                zh=f"隐藏单元为 {h} 时，{_counted(found)} 只是第一层的参数；还要加上第二层 nn.Linear({h}, 10) 的",
             )
         raise NotYet(
             en=f"hidden {h}: {_counted(found)} is not the model's count; add up p.numel() over model.parameters()",
-            zh=f"隐藏层 {h}：{_counted(found)} 不是模型的参数个数；把 model.parameters() 中每个 p.numel() 相加",
+            zh=f"隐藏单元为 {h} 时，{_counted(found)} 不是模型的参数个数；把 model.parameters() 中每个 p.numel() 相加",
         )
     listed = ", ".join(f"{h}: {counts[h]:,}" for h in sizes)
+    listed_zh = "，".join(f"{h} 时有 {counts[h]:,} 个" for h in sizes)
     return {
         "en": f"{listed}; at every size about 99% of them are in the first layer, 784 × hidden weights",
-        "zh": f"{listed}；无论隐藏层多大，约 99% 的参数都在第一层，即 784 × 隐藏单元数个权重",
+        "zh": f"模型的参数在隐藏单元为 {listed_zh}；无论隐藏层多大，约 99% 的参数都在第一层，即 784 × h 个权重",
     }
 
 
@@ -466,7 +470,7 @@ register(
             "en": "make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); "
             "by hand, nn.Linear(a, b) has a × b weights and b biases",
             "zh": "对每个 h 创建 helpers.MnistModel(784, h, 10)，把它的 parameters() 中每个 p.numel() 相加；"
-            "手算的话，nn.Linear(a, b) 有 a × b 个权重和 b 个偏置",
+            "手工计算时，nn.Linear(a, b) 有 a × b 个权重和 b 个偏置",
         },
         solutions={
             "en": "count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
@@ -487,8 +491,8 @@ register(
         hints={
             "en": "copy MnistModel and add a third nn.Linear: 784 → 64, 64 → 32, 32 → 10, with F.relu after the "
             "first two; then deeper = YourClass()",
-            "zh": "照着 MnistModel 写，再加一个 nn.Linear：784 → 64、64 → 32、32 → 10，前两层之后各接 F.relu；"
-            "然后 deeper = 你的类()",
+            "zh": "照着 MnistModel 写，再加一个 nn.Linear，三层分别是 784 → 64、64 → 32、32 → 10，"
+            "前两层之后各接 F.relu；然后 deeper = 你的类()",
         },
         solutions={
             "en": "three linear layers, a ReLU after each of the first two",
@@ -529,14 +533,14 @@ def _check_moved_once(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"val_on_device holds {len(images):,} images; the validation set has {n:,}: take them as one batch, "
             "next(iter(DataLoader(val_set, len(val_set))))",
-            zh=f"val_on_device 装着 {len(images):,} 张图像；验证集有 {n:,} 张：把它们当作一个批量取出，"
-            "next(iter(DataLoader(val_set, len(val_set))))",
+            zh=f"val_on_device 装着 {len(images):,} 张图像；验证集有 {n:,} 张，应该把它们当作一个批量取出，"
+            "即 next(iter(DataLoader(val_set, len(val_set))))",
         )
     if images.device.type != device.type:
         raise NotYet(
             en=f"val_on_device is on {images.device.type}; the notebook's device is {device}: move it there once, "
             "with .to(DEVICE)",
-            zh=f"val_on_device 在 {images.device.type} 上；本笔记本的设备是 {device}：用 .to(DEVICE) 把它一次移过去",
+            zh=f"val_on_device 在 {images.device.type} 上；本笔记本的设备是 {device}，用 .to(DEVICE) 把它一次移过去",
         )
     return {
         "en": f"{n:,} images in one tensor on {device}; each batch is now a slice, val_on_device[i : i + 256]",
@@ -564,18 +568,18 @@ def _check_dict_to_device(namespace: dict) -> dict[str, str]:
                 raise NotYet(
                     en="your function does not know dicts yet: it calls .to on the dict itself; add a branch for "
                     "dicts before the last line",
-                    zh="你的函数还不认识字典：它对字典本身调用了 .to；在最后一行之前加一个处理字典的分支",
+                    zh="你的函数还不能处理字典，它对字典本身调用了 .to；在最后一行之前加一个处理字典的分支",
                 ) from None
             if what == "a dict of lists":
                 raise NotYet(
                     en=f"dicts and lists move, but a dict whose values are lists fails ({type(err).__name__}: "
                     f"{err}): move each value by calling your function on it, not .to, so that it recurses",
-                    zh=f"字典和列表都能移动，但值为列表的字典出错（{type(err).__name__}: {err}）："
+                    zh=f"字典和列表都能移动，但值为列表的字典出错（{type(err).__name__}: {err}）；"
                     "对每个值调用你的函数本身，而不是 .to，让它递归",
                 ) from None
             raise NotYet(
                 en=f"your function raised {type(err).__name__} ({err}) on {what}; try it on one",
-                zh=f"你的函数处理{in_chinese[what]}时出错：{type(err).__name__}（{err}）",
+                zh=f"你的函数处理{in_chinese[what]}时出错，引发了 {type(err).__name__}（{err}）",
             ) from None
     if _holds_placeholder(list(moved.values())):  # the exercise cell's outline, its ____ not yet replaced
         raise Unanswered("to_device_with_dicts")
@@ -583,32 +587,32 @@ def _check_dict_to_device(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"for a dict your function returned a {type(moved['a dict']).__name__}: build a dict, "
             "{key: ... for key, value in data.items()}",
-            zh=f"对于字典，你的函数返回了 {type(moved['a dict']).__name__}：应该构造一个字典，"
-            "{key: ... for key, value in data.items()}",
+            zh=f"对于字典，你的函数返回了 {type(moved['a dict']).__name__}；应该构造一个字典，"
+            "即 {key: ... for key, value in data.items()}",
         )
     if set(moved["a dict"]) != {"images", "labels"}:
         raise NotYet(
             en=f"the dict came back with the keys {sorted(moved['a dict'])}: keep each key with its moved value",
-            zh=f"返回的字典的键是 {sorted(moved['a dict'])}：每个键都要保留，对应移动后的值",
+            zh=f"返回的字典的键是 {sorted(moved['a dict'])}；每个键都要保留，并配上移动后的值",
         )
     if any(v.device.type != "meta" for v in moved["a dict"].values()):
         raise NotYet(
             en="the dict came back with its tensors where they were: move each value, by calling your function on it",
-            zh="返回的字典中的张量没有移动：对每个值调用你的函数，把它移过去",
+            zh="返回的字典中的张量没有移动；对每个值调用你的函数，把它移过去",
         )
     if not all(t.device.type == "meta" for t in moved["a list"]):
         raise NotYet(
             en="dicts work now, but lists no longer do: keep the lesson's branch for lists and tuples",
-            zh="字典可以了，但列表不行了：保留原课程处理列表和元组的那个分支",
+            zh="字典可以了，但列表不行了；保留原课程处理列表和元组的那个分支",
         )
     if moved["a dict of lists"]["x"][0].device.type != "meta":
         raise NotYet(
             en="a dict whose values are lists comes back unmoved: call your function on each value, so it recurses",
-            zh="值为列表的字典没有被移动：对每个值调用你的函数本身，让它递归",
+            zh="值为列表的字典没有被移动；对每个值调用你的函数本身，让它递归",
         )
     return {
         "en": "dicts, lists and dicts of lists all move, key by key",
-        "zh": "字典、列表和值为列表的字典都能逐个键地移动",
+        "zh": "字典、列表和值为列表的字典都能移动，字典逐个键处理",
     }
 
 
@@ -637,8 +641,7 @@ register(
         hints={
             "en": "add a branch before the one for lists: if isinstance(data, dict), return a dict whose values are "
             "moved by the same function",
-            "zh": "在处理列表的分支之前加一个分支：如果 isinstance(data, dict)，就返回一个字典，"
-            "其中的值由同一个函数移动",
+            "zh": "在处理列表的分支之前加一个分支，在 isinstance(data, dict) 时返回一个字典，其中的值由同一个函数移动",
         },
         solutions={
             "en": "a dict branch that calls the function on every value, so nested containers move too",
@@ -666,14 +669,14 @@ def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en="at each batch size both learning rates scored the same: give each run its own rate, "
             "[(exercise_epochs, lr)]",
-            zh="在每种批量大小下，两个学习率的得分都相同：让每次运行使用自己的学习率，[(exercise_epochs, lr)]",
+            zh="在每种批量大小下，两个学习率的得分都相同；让每次运行使用自己的学习率，即 [(exercise_epochs, lr)]",
         )
     if all(accs[(32, lr)] == accs[(128, lr)] == accs[(512, lr)] for lr in (0.05, 0.5)):
         raise NotYet(
             en="at each learning rate the three batch sizes scored the same: give each run its own batch size, "
             "train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
-            zh="在每个学习率下，三种批量大小的得分都相同：让每次运行使用自己的批量大小，"
-            "train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
+            zh="在每个学习率下，三种批量大小的得分都相同；让每次运行使用自己的批量大小，"
+            "即 train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
         )
     best = answer(namespace, "best")
     top = max(accs, key=accs.get)
@@ -681,14 +684,15 @@ def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"best is {best!r}, but your results say {top} did best ({accs[top]:.4f}): best = max(results, "
             "key=results.get)",
-            zh=f"best 是 {best!r}，但你的结果表明 {top} 最好（{accs[top]:.4f}）：best = max(results, key=results.get)",
+            zh=f"best 是 {best!r}，但你的结果表明 {top} 最好（{accs[top]:.4f}）；"
+            "应该是 best = max(results, key=results.get)",
         )
     worst = min(accs, key=accs.get)
     return {
         "en": f"batch {top[0]} at lr {top[1]} did best ({accs[top]:.4f}), batch {worst[0]} at lr {worst[1]} worst "
         f"({accs[worst]:.4f}): smaller batches take more steps per epoch, a larger rate bigger ones",
-        "zh": f"批量 {top[0]}、学习率 {top[1]} 最好（{accs[top]:.4f}），批量 {worst[0]}、学习率 {worst[1]} 最差"
-        f"（{accs[worst]:.4f}）：批量越小，每轮的步数越多；学习率越大，每一步越大",
+        "zh": f"批量大小 {top[0]}、学习率 {top[1]} 最好（{accs[top]:.4f}），批量大小 {worst[0]}、学习率 {worst[1]} "
+        f"最差（{accs[worst]:.4f}）。原因是批量越小，每轮的步数越多；学习率越大，每一步越大",
     }
 
 
@@ -702,23 +706,25 @@ def _check_hidden_sizes(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"every hidden size scored {accs[16]:.4f}, as if all were one model: build each with its own size, "
             "helpers.MnistModel(784, h, 10), not hidden_size",
-            zh=f"每种隐藏层大小的得分都是 {accs[16]:.4f}，就像同一个模型：每个模型都要用自己的大小来创建，"
+            zh=f"每种隐藏层大小的得分都是 {accs[16]:.4f}，就像同一个模型一样；每个模型都要用自己的大小来创建，"
             "即 helpers.MnistModel(784, h, 10)，而不是 hidden_size",
         )
     listed = ", ".join(f"{h}: {a:.4f}" for h, a in accs.items())
+    listed_zh = "准确率在隐藏单元为 " + "，".join(f"{h} 时是 {a:.4f}" for h, a in accs.items())
     sizes = list(accs)
     per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) for a, b in zip(sizes, sizes[1:])]
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
         return {
             "en": f"{listed}; each doubling gains less than the one before",
-            "zh": f"{listed}；每翻一倍，增益都比上一次小",
+            "zh": f"{listed_zh}；每翻一倍，增益都比上一次小",
         }
     gains = ", ".join(f"{g * 100:+.2f}" for g in per_doubling)
+    gains_zh = "、".join(f"{g * 100:+.2f}" for g in per_doubling)
     return {
         "en": f"{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
         "within what another seed changes (notebook 06)",
-        "zh": f"{listed}；每翻一倍分别变化 {gains} 个百分点：并不稳定，零点几个百分点的变化在换一个种子带来的波动之内"
-        "（笔记本 06）",
+        "zh": f"{listed_zh}。每翻一倍分别变化 {gains_zh} 个百分点；变化并不稳定，零点几个百分点的变化"
+        "在换一个随机种子带来的波动之内（笔记本 06）",
     }
 
 
@@ -733,7 +739,7 @@ def _check_deeper_trained(namespace: dict) -> dict[str, str]:
     acc = _trained(history[-1], "deeper_history[-1]['val_acc']")
     return {
         "en": f"784 → 64 → 32 → 10 trained to {acc:.4f} validation accuracy in {len(history)} epochs",
-        "zh": f"784 → 64 → 32 → 10 训练 {len(history)} 轮，验证准确率 {acc:.4f}",
+        "zh": f"784 → 64 → 32 → 10 训练 {len(history)} 轮，验证准确率为 {acc:.4f}",
     }
 
 
@@ -747,7 +753,7 @@ register(
             "[(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns its history: keep "
             "results[(size, lr)] = its last val_acc; best = max(results, key=results.get)",
             "zh": "对批量大小和学习率做双重循环；对每一对，train_on_device(model_fn, [(exercise_epochs, lr)], size, "
-            "exercise_set) 训练一个新模型并返回历史记录，记下 results[(size, lr)] = 最后一轮的 val_acc；"
+            "exercise_set) 训练一个新模型并返回训练历史，记下 results[(size, lr)] = 最后一轮的 val_acc；"
             "best = max(results, key=results.get)",
         },
         solutions={
@@ -817,12 +823,12 @@ def _check_fashion_accuracy(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"{acc:.4f} is what the model scores on MNIST's digits: evaluate it on Fashion-MNIST's test set, "
             "helpers.load_fashion_mnist(DATA, train=False)",
-            zh=f"{acc:.4f} 是模型在 MNIST 手写数字上的成绩：要在 Fashion-MNIST 的测试集上评估，"
-            "helpers.load_fashion_mnist(DATA, train=False)",
+            zh=f"{acc:.4f} 是模型在 MNIST 手写数字上的成绩；要在 Fashion-MNIST 的测试集上评估，"
+            "测试集用 helpers.load_fashion_mnist(DATA, train=False) 加载",
         )
     return {
         "en": f"{acc:.4f} on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
-        "zh": f"在 Fashion-MNIST 测试集上为 {acc:.4f}，低于 MNIST：服装比手写数字更难区分",
+        "zh": f"Fashion-MNIST 测试集上的准确率为 {acc:.4f}，低于 MNIST，因为服装比手写数字更难区分",
     }
 
 
@@ -834,12 +840,12 @@ register(
         hints={
             "en": "the same steps as for MNIST: load, split, make loaders, train a fresh MnistModel with fit, then "
             "helpers.evaluate on the Fashion-MNIST test loader; fashion_test_acc = its 'val_acc'",
-            "zh": "步骤与 MNIST 相同：加载、划分、创建加载器、用 fit 训练一个新的 MnistModel，再在 Fashion-MNIST 的"
-            "测试加载器上调用 helpers.evaluate；fashion_test_acc = 结果中的 'val_acc'",
+            "zh": "步骤与 MNIST 相同，即加载、划分、创建数据加载器、用 fit 训练一个新的 MnistModel，"
+            "再在 Fashion-MNIST 的测试数据加载器上调用 helpers.evaluate；fashion_test_acc = 结果中的 'val_acc'",
         },
         solutions={
             "en": "the lesson's schedule on Fashion-MNIST: shirts, pullovers and coats are the classes it mixes up",
-            "zh": "在 Fashion-MNIST 上沿用原课程的训练计划：衬衫、套头衫和外套是最容易混淆的几类",
+            "zh": "在 Fashion-MNIST 上沿用原课程的训练计划，模型最容易混淆的是衬衫、套头衫和外套这几类",
         },
         code="""fashion = helpers.load_fashion_mnist(DATA)
 fashion_test = helpers.load_fashion_mnist(DATA, train=False)
@@ -875,19 +881,20 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
         if not (isinstance(found, (tuple, list)) and len(found) == 2):
             raise NotYet(
                 en=f"answered[{t}] is {found!r}; it should be a pair of counts: (images answered, of them right)",
-                zh=f"answered[{t}] 是 {found!r}；它应该是一对计数：（作答的图像数，其中答对的数）",
+                zh=f"answered[{t}] 是 {found!r}；它应该是一对计数，即（作答的图像数，其中答对的数）",
             )
         n, r = found
         if any(isinstance(x, float) and 0 < x < 1 for x in (n, r)):
             raise NotYet(
                 en=f"answered[{t}] holds {found!r}: a share, not a count; count the images with .sum(), not .mean()",
-                zh=f"answered[{t}] 是 {found!r}：这是比例，不是个数；用 .sum() 而不是 .mean() 来数图像",
+                zh=f"answered[{t}] 是 {found!r}，这是比例，不是个数；用 .sum() 而不是 .mean() 来数图像",
             )
         if (n, r) == (correct, count) and n != r:
             raise NotYet(
                 en=f"at {t}, the two numbers are swapped: first the images answered ({count:,}), then how many of "
                 f"them are right ({correct:,})",
-                zh=f"阈值 {t} 时，两个数的顺序反了：先是作答的图像数（{count:,}），再是其中答对的个数（{correct:,}）",
+                zh=f"阈值 {t} 时，两个数的顺序反了，应该先是作答的图像数（{count:,}），"
+                f"再是其中答对的个数（{correct:,}）",
             )
         if n == len(confidence) - count and n != count:
             raise NotYet(
@@ -898,15 +905,15 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
             raise NotYet(
                 en=f"at {t}, the model answers {count:,} images, not {_counted(n)}: the confidence is the largest "
                 'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
-                zh=f"阈值 {t} 时，模型作答的图像是 {count:,} 张，不是 {_counted(n)}：置信度是最大的那个概率，"
-                'predictions["probs"].max(dim=1).values，达到阈值的图像才计入',
+                zh=f"阈值 {t} 时，模型作答的图像是 {count:,} 张，不是 {_counted(n)}。置信度是最大的那个概率，"
+                '即 predictions["probs"].max(dim=1).values，达到阈值的图像才计入',
             )
         if r == int(right.sum()) and r != correct:
             raise NotYet(
                 en=f"at {t}, {_counted(r)} counts the right answers among all the test images; count them among "
                 "the images the model is sure of: (right & sure).sum()",
                 zh=f"阈值 {t} 时，{_counted(r)} 数的是全部测试图像中答对的；"
-                "应该只在模型有把握的图像中数：(right & sure).sum()",
+                "应该只在模型有把握的图像中数，即 (right & sure).sum()",
             )
         if r != correct:
             raise NotYet(
@@ -917,7 +924,7 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
     return {
         "en": f"at 0.99 the model answers {n / len(confidence):.1%} of the images and gets {r / n:.2%} of them right; "
         "the rest would go to a person",
-        "zh": f"阈值 0.99 时，模型回答 {n / len(confidence):.1%} 的图像，其中 {r / n:.2%} 答对；其余的交给人来判断",
+        "zh": f"阈值 0.99 时，模型对 {n / len(confidence):.1%} 的图像作答，其中 {r / n:.2%} 答对；其余的交给人来判断",
     }
 
 
@@ -930,20 +937,20 @@ def _check_inside_a_checkpoint(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"{completed} is the number of keys in the checkpoint; the completed epochs are under the key 'epoch' "
             "(or count the history)",
-            zh=f"{completed} 是检查点中键的个数；完成的轮数在键 'epoch' 之下（也可以数历史记录的长度）",
+            zh=f"{completed} 是检查点中键的个数；完成的轮数存在键 'epoch' 下（也可以数训练历史的长度）",
         )
     if completed != state["epoch"]:
         raise NotYet(
             en=f"completed is {completed!r}, but the checkpoint holds {state['epoch']} completed epochs: "
             "state['epoch']",
-            zh=f"completed 是 {completed!r}，但检查点中有 {state['epoch']} 个完成的轮：state['epoch']",
+            zh=f"completed 是 {completed!r}，但检查点记录的是完成了 {state['epoch']} 轮，即 state['epoch']",
         )
     score = answer(namespace, "restored_score")
     if isinstance(score, float) and score < 0.2:
         raise NotYet(
             en=f"restored_score is {score:.4f}, what an untrained model scores: load the checkpoint into the fresh "
             'model, helpers.load_checkpoint(demo / "run.ckpt", model), before you evaluate it',
-            zh=f"restored_score 是 {score:.4f}，这是未训练模型的得分：评估之前，先用 "
+            zh=f"restored_score 是 {score:.4f}，这是未训练模型的得分；评估之前，先用 "
             'helpers.load_checkpoint(demo / "run.ckpt", model) 把检查点载入这个新模型',
         )
     score = _trained(score, "restored_score")
@@ -952,8 +959,8 @@ def _check_inside_a_checkpoint(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"restored_score is {score:.4f} where the history's last epoch says {last:.4f}: load the checkpoint "
             "into the model with helpers.load_checkpoint, then evaluate on the same validation loader, val_fast",
-            zh=f"restored_score 是 {score:.4f}，而历史记录的最后一轮是 {last:.4f}：先用 helpers.load_checkpoint "
-            "把检查点载入模型，再在同一个验证加载器 val_fast 上评估",
+            zh=f"restored_score 是 {score:.4f}，而训练历史中最后一轮的记录是 {last:.4f}；先用 "
+            "helpers.load_checkpoint 把检查点载入模型，再在同一个验证数据加载器 val_fast 上评估",
         )
     return {
         "en": f"{completed} completed epochs, and the restored model scores {score:.4f}, what the last one recorded",
@@ -970,7 +977,7 @@ register(
             "en": "sure = confidence >= t picks the images; sure.sum() counts them and (right & sure).sum() the right "
             "ones, with right = predictions['preds'] == predictions['labels']",
             "zh": "sure = confidence >= t 选出图像；sure.sum() 数出它们，(right & sure).sum() 数出其中答对的，"
-            "其中 right = predictions['preds'] == predictions['labels']",
+            "这里 right = predictions['preds'] == predictions['labels']",
         },
         solutions={
             "en": "the more sure the model, the fewer images it answers and the more of them it gets right",
@@ -992,8 +999,8 @@ register(
         hints={
             "en": "a checkpoint is a dict: print(list(state)) shows its keys; 'epoch' and 'history' answer the first "
             "part, helpers.load_checkpoint and helpers.evaluate the second",
-            "zh": "检查点是一个字典：print(list(state)) 显示它的键；'epoch' 和 'history' 回答第一问，"
-            "helpers.load_checkpoint 和 helpers.evaluate 回答第二问",
+            "zh": "检查点是一个字典，print(list(state)) 会显示它的键；用 'epoch' 和 'history' 可以回答第一问，"
+            "用 helpers.load_checkpoint 和 helpers.evaluate 可以回答第二问",
         },
         solutions={
             "en": "the checkpoint holds everything needed to resume; the restored weights score what was recorded",
@@ -1019,16 +1026,16 @@ register(
             "en": "on each device in devices, train helpers.MnistModel(784, hidden, 10) with helpers.fit on "
             "resident loaders (helpers.DeviceResidentLoader.from_dataset) for hidden = 32, then 1024; each epoch "
             "of fit's history has its 'train_s'",
-            "zh": "在 devices 中的每个设备上，用驻留加载器（helpers.DeviceResidentLoader.from_dataset）和 helpers.fit "
-            "训练 helpers.MnistModel(784, hidden, 10)，hidden 先取 32，再取 1024；fit 返回的历史记录中，"
-            "每轮都有 'train_s'",
+            "zh": "在 devices 中的每个设备上，用驻留数据加载器（helpers.DeviceResidentLoader.from_dataset）和 "
+            "helpers.fit 训练 helpers.MnistModel(784, hidden, 10)，hidden 先取 32，再取 1024；"
+            "fit 返回的训练历史中，每轮都有 'train_s'",
         },
         solutions={
             "en": "expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy "
             "and its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where "
             "a GPU pulls ahead",
-            "zh": "预计 32 单元的模型在 GPU 上快不了多少，因为它的每一步太小，不足以让 GPU 忙起来，"
-            "时间都花在启动计算上；1,024 单元的模型计算量是它的 32 倍，GPU 在这里才领先",
+            "zh": "预计 32 个隐藏单元的模型在 GPU 上快不了多少，因为它的每一步太小，不足以让 GPU 忙起来，"
+            "时间都花在启动运算上；1,024 个隐藏单元的模型计算量是它的 32 倍，GPU 在这里才领先",
         },
         code="""train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
 for hidden in (32, 1024):
@@ -1051,15 +1058,15 @@ def _check_processes(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"four_difference is a {type(difference).__name__}; it should be one number, the largest weight "
             'difference: max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
-            zh=f"four_difference 是一个 {type(difference).__name__}；它应该是一个数，即最大的权重差："
-            'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
+            zh=f"four_difference 是一个 {type(difference).__name__}；它应该是一个数，即最大的权重差，用 "
+            'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt")) 求出',
         )
     if difference > 1e-4:
         raise NotYet(
             en=f"four_difference is {difference!r}; 4 processes should end within rounding (about 1e-6) of 1 "
             "process: compare the weights of the same dry run, four.pt against one.pt",
-            zh=f"four_difference 是 {difference!r}；4 个进程与 1 个进程的结果应该只差舍入误差（约 1e-6）："
-            "比较同一次试运行的权重，four.pt 对 one.pt",
+            zh=f"four_difference 是 {difference!r}，而 4 个进程与 1 个进程的结果应该只差舍入误差（约 1e-6）；"
+            "要比较同一次试运行的权重，即 four.pt 与 one.pt",
         )
     code = answer(namespace, "three_exit_code")
     if hasattr(code, "returncode"):
@@ -1071,13 +1078,13 @@ def _check_processes(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"three_exit_code is {code!r}; it should be the whole number a command ends with: "
             "subprocess.run(...).returncode",
-            zh=f"three_exit_code 是 {code!r}；它应该是命令结束时给出的整数：subprocess.run(...).returncode",
+            zh=f"three_exit_code 是 {code!r}；它应该是命令结束时给出的整数，即 subprocess.run(...).returncode",
         )
     if code == 0:
         raise NotYet(
             en="three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the run "
             "with --nproc_per_node=3",
-            zh="three_exit_code 是 0，但 3 个进程无法均分大小为 128 的批量：取 --nproc_per_node=3 那次运行的返回码",
+            zh="three_exit_code 是 0，但 3 个进程无法均分大小为 128 的批量；应取 --nproc_per_node=3 那次运行的退出码",
         )
     return {
         "en": f"4 processes end {difference:.1e} from 1, and 3 stop with exit code {code}, as 128 does not split 3 "
@@ -1096,7 +1103,7 @@ register(
             "subprocess.run(shlex.split(command)); compare the saved weights with max_difference, and keep the "
             "second run's returncode",
             "zh": "像上面对 2 个进程那样，通过 subprocess.run(shlex.split(command)) 用 torchrun --nproc_per_node=4 "
-            "和 =3 运行试运行；用 max_difference 比较保存的权重，并记下第二次运行的 returncode",
+            "和 =3 各做一次试运行；用 max_difference 比较保存的权重，并记下第二次运行的 returncode",
         },
         solutions={
             "en": "the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not "
@@ -1124,7 +1131,7 @@ def _check_mixed_precision(namespace: dict) -> dict[str, str]:
     if not isinstance(results, dict) or "float32" not in results:
         raise NotYet(
             en="results needs a 'float32' entry: the test accuracy of the same training without autocast",
-            zh="results 需要一个 'float32' 项：不用 autocast、其余相同的训练得到的测试准确率",
+            zh="results 需要一个 'float32' 项，即不用 autocast、其余相同的训练得到的测试准确率",
         )
     low = [k for k in results if k in ("bfloat16", "float16")]
     if not low:
@@ -1151,7 +1158,7 @@ def _check_mixed_precision(namespace: dict) -> dict[str, str]:
     full, half = _trained(results["float32"], "results['float32']"), _trained(results[low[0]], f"results['{low[0]}']")
     return {
         "en": f"float32 {full:.4f}, {low[0]} {half:.4f}: {abs(full - half) * 100:.2f} points apart",
-        "zh": f"float32 为 {full:.4f}，{low[0]} 为 {half:.4f}：相差 {abs(full - half) * 100:.2f} 个百分点",
+        "zh": f"float32 为 {full:.4f}，{low[0]} 为 {half:.4f}，两者相差 {abs(full - half) * 100:.2f} 个百分点",
     }
 
 
@@ -1163,8 +1170,8 @@ register(
         hints={
             "en": "helpers.train_lesson(..., make_step=helpers.lesson_step) and make_step="
             "helpers_speed.mixed_precision('bfloat16'); keep each run's 'test_acc' in results",
-            "zh": "helpers.train_lesson(..., make_step=helpers.lesson_step) 和 make_step="
-            "helpers_speed.mixed_precision('bfloat16')；把每次运行的 'test_acc' 记在 results 中",
+            "zh": "分别用 helpers.train_lesson(..., make_step=helpers.lesson_step) 和 make_step="
+            "helpers_speed.mixed_precision('bfloat16') 训练；把每次运行的 'test_acc' 记在 results 中",
         },
         solutions={
             "en": "the same schedule with and without autocast: the test accuracies differ by a fraction of a point, "

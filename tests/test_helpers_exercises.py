@@ -1,6 +1,8 @@
 """helpers_exercises: every check passes a correct answer other than the solution, and tells each typical wrong
 answer exactly what to look at, in English and in Chinese."""
 
+import re
+
 import pytest
 import torch
 import torch.nn as nn
@@ -74,6 +76,16 @@ def test_every_notebook_with_exercises_has_them_numbered_with_hints_and_solution
     for exercises in helpers_exercises.REGISTRY.values():
         for exercise in exercises:
             assert set(exercise.hints) == set(exercise.solutions) == set(helpers_exercises.LANGUAGES)
+
+
+def test_the_chinese_hints_and_solutions_follow_the_editions_typography():
+    """Each line prints after a label with its own colon (提示：, 答案：): one "：" to a sentence, so none inside;
+    and no half-width colon or comma between Chinese words."""
+    for exercises in helpers_exercises.REGISTRY.values():
+        for exercise in exercises:
+            for text in (exercise.hints["zh"], exercise.solutions["zh"]):
+                assert "：" not in text, text
+                assert not re.search(r"[\u4e00-\u9fff][:,] ", text), text
 
 
 def test_a_language_or_notebook_that_does_not_exist_is_refused_with_the_choices():
