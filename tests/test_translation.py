@@ -477,7 +477,8 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
     )
     setup = nbformat.v4.new_code_cell("import os  # the set-up cell", metadata={"tags": ["setup"]})
     injected = nbformat.v4.new_code_cell('# Parameters\ndevice = "cpu"\n', metadata={"tags": ["injected-parameters"]})
-    assert translation.code_comments(setup) == translation.code_comments(injected) == []  # every edition's
+    metrics = nbformat.v4.new_code_cell("# @title Record the metrics\n", metadata={"tags": ["metrics"]})
+    assert [translation.code_comments(c) for c in (setup, injected, metrics)] == [[], [], []]  # every edition's
     missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
     assert len(missing) == 5
     assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in missing[4]
@@ -555,3 +556,29 @@ def test_curly_quotes_dashes_and_ellipses_are_full_width_in_chinese_text():
     assert translation.unwrap_cjk("见“进一步探索”\n一节。原课程——\n然后……\nPyTorch 说‘是’\n的") == (
         "见“进一步探索”一节。原课程——然后……PyTorch 说‘是’的"
     )
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
+    """A check's line starts with its label and a colon (正确：, 还没有：); the rest has none, nor a half-width ': '."""
+    lines = [
+        output["data"]["text/plain"]
+        for cell in nbformat.read(ZH / path.name, as_version=4).cells
+        for output in cell.get("outputs", [])
+        if "helpers_exercises" in output.get("metadata", {})
+    ]
+    assert lines or path.stem == "01_gpu_runtime"  # 02-11 have exercises
+    for line in lines:
+        label, _, said = line.partition("：")
+        assert label in ("正确", "还没有", "思考题") and "：" not in said, line
+        assert not re.search(r"[\u4e00-\u9fff][:,] ", said), line
+
+
+def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
+    """papermill's parameters cell and the metrics cell a run adds are machinery: no comment of theirs needs a row."""
+    for path in ENGLISH:
+        nbformat.write(runs._prepared(path, {"device": "cpu"}), tmp_path / path.name)
+    assert len(translation.translate(source=tmp_path, target=tmp_path / "zh")) == len(ENGLISH)
+    chinese = nbformat.read(tmp_path / "zh" / ENGLISH[0].name, as_version=4)
+    added = [c for c in chinese.cells if {"injected-parameters", "metrics"} & set(c.metadata.get("tags", []))]
+    assert len(added) == 2 and all(c.source.startswith(("# Parameters", "# @title Record")) for c in added)

@@ -145,6 +145,7 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
 
 
 EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
+MACHINERY = {"setup", "injected-parameters", "metrics"}  # tags of the code cells every edition shares as they are
 FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
@@ -188,10 +189,10 @@ def _comment_tokens(source: str) -> list[tokenize.TokenInfo]:
 def code_comments(cell: nbformat.NotebookNode) -> list[str]:
     """The translatable comments of a code cell, as keys of a comments file: without `# ` and Colab's form options.
 
-    The set-up cell is the same in every edition (it is the series' machinery, folded away), and so is the cell
-    papermill writes for the parameters of a run: neither has any.
+    The series' machinery is the same in every edition, so it has none: the set-up cell (folded away), and the
+    cells a headless run adds (papermill's parameters, the metrics cell its report reads).
     """
-    if cell.cell_type != "code" or {"setup", "injected-parameters"} & set(cell.metadata.get("tags", [])):
+    if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
         return []
     return [FORM.sub("", token.string[1:].strip()) for token in _comment_tokens(cell.source)]
 
