@@ -141,7 +141,7 @@ def _trained(value: Any, name: str, least: float = 0.2) -> float:
     if not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise NotYet(
             en=f"{name} is {value!r}: it should be an accuracy, a number between 0 and 1 (history[-1]['val_acc'])",
-            zh=f"{name} 是 {value!r}；它应该是准确率，即 0 到 1 之间的数（history[-1]['val_acc']）",
+            zh=f"{name} 是 {value!r}；应该是准确率，即 0 到 1 之间的数（history[-1]['val_acc']）",
         )
     if value < least:
         raise NotYet(
@@ -157,7 +157,7 @@ def _missing(name: str, found: dict, wanted: list) -> None:
     if not isinstance(found, dict):
         raise NotYet(
             en=f"{name} is a {type(found).__name__}; it should be a dict with the keys {wanted}",
-            zh=f"{name} 是一个 {type(found).__name__}；它应该是一个字典，键为 {wanted}",
+            zh=f"{name} 是一个 {type(found).__name__}；应该是一个字典，键为 {wanted}",
         )
     for key in wanted:
         if key not in found:
@@ -210,7 +210,7 @@ def _check_batch_counts(namespace: dict) -> dict[str, str]:
         if not (isinstance(found, (tuple, list)) and len(found) == 2):
             raise NotYet(
                 en=f"batches[{size}] is {found!r}; it should be a pair: (number of batches, size of the last batch)",
-                zh=f"batches[{size}] 是 {found!r}；它应该是一对数，即（批量的个数，最后一个批量的大小）",
+                zh=f"batches[{size}] 是 {found!r}；应该是一对数，即（批量的个数，最后一个批量的大小）",
             )
         count, last = found
         right = -(-n // size)
@@ -454,10 +454,13 @@ def _check_parameter_counts(namespace: dict) -> dict[str, str]:
             zh=f"隐藏单元为 {h} 时，{_counted(found)} 不是模型的参数个数；把 model.parameters() 中每个 p.numel() 相加",
         )
     listed = ", ".join(f"{h}: {counts[h]:,}" for h in sizes)
-    listed_zh = "，".join(f"{h} 时有 {counts[h]:,} 个" for h in sizes)
+    first, *rest = sizes
+    listed_zh = "；".join(
+        [f"隐藏单元为 {first} 时，模型有 {counts[first]:,} 个参数", *(f"{h} 时有 {counts[h]:,} 个" for h in rest)]
+    )
     return {
         "en": f"{listed}; at every size about 99% of them are in the first layer, 784 × hidden weights",
-        "zh": f"模型的参数在隐藏单元为 {listed_zh}；无论隐藏层多大，约 99% 的参数都在第一层，即 784 × h 个权重",
+        "zh": f"{listed_zh}。无论隐藏层多大，约 99% 的参数都在第一层，即 784 × h 个权重",
     }
 
 
@@ -527,7 +530,7 @@ def _check_moved_once(namespace: dict) -> dict[str, str]:
     if not isinstance(images, torch.Tensor):
         raise NotYet(
             en=f"val_on_device is a {type(images).__name__}; make it one tensor holding every validation image",
-            zh=f"val_on_device 是一个 {type(images).__name__}；它应该是装着全部验证图像的一个张量",
+            zh=f"val_on_device 是一个 {type(images).__name__}；应该是装着全部验证图像的一个张量",
         )
     if len(images) != n:
         raise NotYet(
@@ -881,7 +884,7 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
         if not (isinstance(found, (tuple, list)) and len(found) == 2):
             raise NotYet(
                 en=f"answered[{t}] is {found!r}; it should be a pair of counts: (images answered, of them right)",
-                zh=f"answered[{t}] 是 {found!r}；它应该是一对计数，即（作答的图像数，其中答对的数）",
+                zh=f"answered[{t}] 是 {found!r}；应该是一对计数，即（作答的图像数，其中答对的张数）",
             )
         n, r = found
         if any(isinstance(x, float) and 0 < x < 1 for x in (n, r)):
@@ -894,7 +897,7 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
                 en=f"at {t}, the two numbers are swapped: first the images answered ({count:,}), then how many of "
                 f"them are right ({correct:,})",
                 zh=f"阈值 {t} 时，两个数的顺序反了，应该先是作答的图像数（{count:,}），"
-                f"再是其中答对的个数（{correct:,}）",
+                f"再是其中答对的张数（{correct:,}）",
             )
         if n == len(confidence) - count and n != count:
             raise NotYet(
@@ -918,7 +921,7 @@ def _check_sure_answers(namespace: dict) -> dict[str, str]:
         if r != correct:
             raise NotYet(
                 en=f"at {t}, {_counted(r)} is not how many of the {count:,} sure answers are right",
-                zh=f"阈值 {t} 时，{_counted(r)} 不是 {count:,} 个有把握的答案中答对的个数",
+                zh=f"阈值 {t} 时，{_counted(r)} 不是 {count:,} 个有把握的答案中答对的张数",
             )
     n, r = answered[0.99]
     return {
@@ -1058,7 +1061,7 @@ def _check_processes(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"four_difference is a {type(difference).__name__}; it should be one number, the largest weight "
             'difference: max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
-            zh=f"four_difference 是一个 {type(difference).__name__}；它应该是一个数，即最大的权重差，用 "
+            zh=f"four_difference 是一个 {type(difference).__name__}；应该是一个数，即最大的权重差，用 "
             'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt")) 求出',
         )
     if difference > 1e-4:
@@ -1078,7 +1081,7 @@ def _check_processes(namespace: dict) -> dict[str, str]:
         raise NotYet(
             en=f"three_exit_code is {code!r}; it should be the whole number a command ends with: "
             "subprocess.run(...).returncode",
-            zh=f"three_exit_code 是 {code!r}；它应该是命令结束时给出的整数，即 subprocess.run(...).returncode",
+            zh=f"three_exit_code 是 {code!r}；应该是命令结束时给出的整数，即 subprocess.run(...).returncode",
         )
     if code == 0:
         raise NotYet(
