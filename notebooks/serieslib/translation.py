@@ -169,10 +169,16 @@ def read_comments(path: Path) -> dict[str, str]:
     return comments
 
 
-def _comment_tokens(source: str) -> list[tokenize.TokenInfo]:
-    """The comments of `source` a reader reads: not the commented-out code (`# q1.hint()`)."""
+def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
+    """The comments of a code cell a reader reads: not the commented-out code (`# q1.hint()`).
+
+    The series' machinery is the same in every edition, so it has none: the set-up cell (folded away), and the
+    cells a headless run adds (papermill's parameters, the metrics cell its report reads).
+    """
+    if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
+        return []
     tokens = []
-    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+    for token in tokenize.generate_tokens(io.StringIO(cell.source).readline):
         text = token.string[1:].strip()
         if token.type != tokenize.COMMENT or not text:
             continue
@@ -186,15 +192,14 @@ def _comment_tokens(source: str) -> list[tokenize.TokenInfo]:
     return tokens
 
 
-def code_comments(cell: nbformat.NotebookNode) -> list[str]:
-    """The translatable comments of a code cell, as keys of a comments file: without `# ` and Colab's form options.
+def _key(comment: tokenize.TokenInfo) -> str:
+    """A comment as a comments file lists it: without `# ` and Colab's form options."""
+    return FORM.sub("", comment.string[1:].strip())
 
-    The series' machinery is the same in every edition, so it has none: the set-up cell (folded away), and the
-    cells a headless run adds (papermill's parameters, the metrics cell its report reads).
-    """
-    if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
-        return []
-    return [FORM.sub("", token.string[1:].strip()) for token in _comment_tokens(cell.source)]
+
+def code_comments(cell: nbformat.NotebookNode) -> list[str]:
+    """The translatable comments of a code cell, as keys of a comments file."""
+    return [_key(token) for token in _reader_comments(cell)]
 
 
 def _used_comments(notebooks: list[nbformat.NotebookNode]) -> set[str]:
@@ -219,12 +224,13 @@ def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, 
 
 def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, str] | None = None) -> None:
     """Make a code cell speak `lang`: its comments (from `comments`), its exercises' binding and their outputs."""
-    if comments is not None and code_comments(cell):
+    tokens = _reader_comments(cell) if comments is not None else []
+    if tokens:
         lines = cell.source.split("\n")
-        for token, text in zip(_comment_tokens(cell.source), code_comments(cell)):
+        for token in tokens:
             row, column = token.start
             form = FORM.search(token.string)
-            lines[row - 1] = lines[row - 1][:column] + f"# {comments[text]}" + (form.group() if form else "")
+            lines[row - 1] = lines[row - 1][:column] + f"# {comments[_key(token)]}" + (form.group() if form else "")
         cell.source = "\n".join(lines)
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
