@@ -332,12 +332,12 @@ def series_run(request):
 def test_series_run_writes_the_chinese_notebooks_from_the_executed_ones(series_run):
     """`make run ARGS="--lang zh"`: the executed code and outputs (the exercises' in Chinese), with the committed
     Chinese Markdown."""
+    comments = translation.read_comments(translation.comments_file("zh"))
     for stem in EXPECTED:
         executed = nbformat.read(series_run / f"{stem}.ipynb", as_version=4)
         chinese = nbformat.read(series_run / "zh" / f"{stem}.ipynb", as_version=4)
         committed = nbformat.read(REPO / "notebooks" / "zh" / f"{stem}.ipynb", as_version=4)
         localized = [copy.deepcopy(c) for c in executed.cells if c.cell_type == "code"]
-        comments = translation.read_comments(translation.comments_file("zh"))
         for cell in localized:  # the comments and exercises speak Chinese; nothing else in the code or outputs changes
             translation.localize_code(cell, "zh", comments)
         assert [c for c in chinese.cells if c.cell_type == "code"] == localized

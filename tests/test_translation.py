@@ -329,6 +329,15 @@ def test_the_chinese_readme_links_every_notebook_and_the_main_readme_links_it():
     assert "(notebooks/zh/README.md)" in first_lines
 
 
+def _series_with(english: nbformat.NotebookNode, path: Path, folder: Path) -> None:
+    """The English series in `folder`, the notebook at `path` replaced by `english`: a source for `translate`."""
+    for other in ENGLISH:
+        if other == path:
+            nbformat.write(english, folder / path.name)
+        else:
+            (folder / other.name).write_bytes(other.read_bytes())
+
+
 def test_a_changed_english_cell_makes_its_translation_stale(tmp_path):
     path = ENGLISH[4]
     english = nbformat.read(path, as_version=4)
@@ -340,10 +349,7 @@ def test_a_changed_english_cell_makes_its_translation_stale(tmp_path):
     with pytest.raises(translation.TranslationError, match=f"cell {cell.id} is stale"):
         translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
     # the build checks every notebook before it writes any, and names the file to fix
-    nbformat.write(english, tmp_path / path.name)
-    for other in ENGLISH:
-        if other != path:
-            (tmp_path / other.name).write_bytes(other.read_bytes())
+    _series_with(english, path, tmp_path)
     stale = rf"notebooks/zh/{path.stem}\.md:\n  cell {cell.id} is stale"
     with pytest.raises(translation.TranslationError, match=stale):
         translation.translate(check=True, source=tmp_path)
@@ -496,10 +502,7 @@ def test_a_changed_english_comment_stops_the_build_until_it_is_translated(tmp_pa
     entries = translation.read_translation(translation.translation_file(path.name))
     with pytest.raises(translation.TranslationError, match="'Training phase: one pass over the batches' has no"):
         translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
-    nbformat.write(english, tmp_path / path.name)
-    for other in ENGLISH:
-        if other != path:
-            (tmp_path / other.name).write_bytes(other.read_bytes())
+    _series_with(english, path, tmp_path)
     with pytest.raises(translation.TranslationError, match="no code comment reads 'Training phase' any more"):
         translation.translate(check=True, source=tmp_path)
 
@@ -518,8 +521,8 @@ def test_the_comments_file_is_one_row_per_comment(tmp_path):
 
 def _colon_chains(text: str) -> list[str]:
     """Sentences with two or more "：" outside code: a colon after a bold lead-in, then another within the sentence."""
-    prose = CODE_SPAN.sub("x", FENCE.sub("\n\n", text)).replace("**", "")
-    sentences = re.split(r"[。！？·\n]", "\n".join(line for line in prose.splitlines() if not line.startswith("|")))
+    lines = [line for line in _prose(text).splitlines() if not line.lstrip().startswith("|")]  # not table rows
+    sentences = re.split(r"[。！？·\n]", "\n".join(lines))
     return [s.strip() for s in sentences if s.count("：") >= 2]
 
 
@@ -571,7 +574,7 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
     for line in lines:
         label, _, said = line.partition("：")
         assert label in ("正确", "还没有", "思考题") and "：" not in said, line
-        assert not re.search(r"[\u4e00-\u9fff][:,] ", said), line
+        assert not re.search(f"{CJK.pattern}[:,] ", said), line
 
 
 def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
