@@ -23,6 +23,7 @@ import contextlib
 import copy
 import dataclasses
 import io
+import itertools
 import math
 import os
 import platform
@@ -34,7 +35,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -96,8 +97,8 @@ def available_devices() -> list[str]:
     return ["cpu"] + [f"{accelerator.type}:{i}" for i in range(accelerator_count())]
 
 
-def _check_device(device: torch.device) -> torch.device:
-    """Return `device` if it exists on this machine, else raise ValueError naming what does."""
+def _check_device(device: torch.device, source: str = "") -> torch.device:
+    """Return `device` if it exists on this machine, else raise ValueError naming what does (and where it came from)."""
     if device.type == "cpu":
         return device
     accelerator = _accelerator()
@@ -105,8 +106,9 @@ def _check_device(device: torch.device) -> torch.device:
     if same_type and (device.index is None or device.index < accelerator_count()):
         return device
     raise ValueError(
-        f"Device {str(device)!r} is not available on this machine; available: {', '.join(available_devices())}. "
-        "In Colab choose Runtime > Change runtime type > GPU, or ask for one of the available devices."
+        f"Device {str(device)!r}{source} is not available on this machine; available: "
+        f"{', '.join(available_devices())}. In Colab choose Runtime > Change runtime type > GPU, or ask for one of "
+        "the available devices."
     )
 
 
@@ -119,7 +121,7 @@ def as_device(device: str | torch.device, source: str = "") -> torch.device:
             f"{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
             f"(available here: {', '.join(available_devices())})"
         ) from None
-    return _check_device(parsed)
+    return _check_device(parsed, source)
 
 
 def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
@@ -355,96 +357,50 @@ def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return (outputs.argmax(dim=1) == labels).float().mean()
 
 
-def _images_and_labels(batch: Any) -> tuple[torch.Tensor, torch.Tensor]:
-    """A batch as (images, labels), or a TypeError that says what the loader yields instead."""
-    if isinstance(batch, dict):
-        raise TypeError(
-            f"the loader yields dicts (keys {list(batch)}); the lesson's loop wants (images, labels) pairs. "
-            "Make the dataset return (image, label), or wrap the loader: ((b['image'], b['label']) for b in loader)"
-        )
-    if not isinstance(batch, (list, tuple)) or len(batch) != 2:
-        parts = f"{len(batch)} parts" if isinstance(batch, (list, tuple)) else f"a {type(batch).__name__}"
-        raise TypeError(
-            f"the loader yields {parts} per batch; the lesson's loop wants (images, labels) pairs. "
-            "Drop the extra parts, e.g. ((x, y) for x, y, *_ in loader)"
-        )
-    images, labels = batch
-    _check_labels(labels)
-    return images, labels
+class ImageClassificationBase(nn.Module):
+    """The lesson's steps for any image classifier: subclass it and write `forward` (notebook 03).
 
-
-def _check_labels(labels: Any) -> None:
-    """Raise a TypeError or ValueError that says how to fix labels that are not class indices."""
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"labels must be a tensor, got a {type(labels).__name__}: convert them with torch.tensor()")
-    if labels.dtype not in (torch.int64, torch.uint8):
-        raise TypeError(
-            f"labels must be class indices 0..9 stored as integers (torch.int64), such as tensor([5, 0, 4]); "
-            f"got {labels.dtype}. Convert them with labels.long()"
-        )
-    if labels.dim() != 1:
-        raise ValueError(
-            f"labels must be one class index per image, of shape [N]; got shape {list(labels.shape)}. "
-            "For [N, 1] use labels.squeeze(1)"
-        )
-
-
-def classifier_training_step(model: nn.Module, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-    """The lesson's `training_step` for any classifier (notebook 03): the batch's loss, with its accuracy and size."""
-    images, labels = _images_and_labels(batch)
-    out = model(images)
-    return {"loss": F.cross_entropy(out, labels), "acc": accuracy(out.detach(), labels), "n": len(labels)}
-
-
-def classifier_validation_step(model: nn.Module, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-    """The lesson's `validation_step` for any classifier (notebook 03): loss, accuracy and size of one batch."""
-    images, labels = _images_and_labels(batch)
-    out = model(images)
-    return {
-        "val_loss": F.cross_entropy(out, labels).detach(),
-        "val_acc": accuracy(out, labels),
-        "n": len(labels),  # so the epoch average weights a batch of 16 as 16 samples, not 1 batch
-    }
-
-
-def _as_metrics(out: torch.Tensor | dict, batch: Any) -> dict:
-    """A training step's result as a dict: a bare loss becomes {"loss": ..., "n": the batch's size}."""
-    if isinstance(out, dict):
-        return out
-    return {"loss": out, "n": len(batch[1]) if isinstance(batch, (list, tuple)) and len(batch) == 2 else 1}
-
-
-def training_step_of(model: nn.Module) -> Callable[[Any], dict]:
-    """The model's own `training_step`, or the classifier's, returning a dict with the "loss" (notebook 05).
-
-    The lesson's `training_step` returns the loss alone; one may also return a dict that holds the
-    "loss" and whatever else it measured ("acc", and the batch size "n"), as `validation_step` does.
+    The course's own name for it (its next lesson's base class). `training_step` returns the loss, as the
+    lesson teaches. `validation_step` also returns the batch's size, so that `validation_epoch_end` weighs
+    every image alike, and it reads the device once for the whole epoch.
     """
-    own = getattr(model, "training_step", None)
-    if own is None:
-        return partial(classifier_training_step, model)
-    return lambda batch: _as_metrics(own(batch), batch)
+
+    def training_step(self, batch: Sequence[torch.Tensor]) -> torch.Tensor:
+        images, labels = batch
+        out = self(images)  # generate predictions
+        return F.cross_entropy(out, labels)  # calculate loss
+
+    def validation_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
+        images, labels = batch
+        out = self(images)
+        loss = F.cross_entropy(out, labels).detach()
+        return {"val_loss": loss, "val_acc": accuracy(out, labels), "n": len(labels)}
+
+    def validation_epoch_end(self, outputs: Sequence[dict]) -> dict[str, float]:
+        sizes = torch.tensor([float(x["n"]) for x in outputs], device=outputs[0]["val_loss"].device)
+        epoch_loss = torch.stack([x["val_loss"] for x in outputs]).float() @ sizes / sizes.sum()  # images, not batches
+        epoch_acc = torch.stack([x["val_acc"] for x in outputs]).float() @ sizes / sizes.sum()
+        loss, acc = torch.stack([epoch_loss, epoch_acc]).tolist()  # the one read of the device
+        return {"val_loss": loss, "val_acc": acc}
+
+    def epoch_end(self, epoch: int, result: dict) -> None:
+        extra = f", train_loss: {result['train_loss']:.4f}" if "train_loss" in result else ""
+        took = f", {result['epoch_s']:.1f}s" if "epoch_s" in result else ""
+        print(f"Epoch [{epoch}]{extra}, val_loss: {result['val_loss']:.4f}, val_acc: {result['val_acc']:.4f}{took}")
 
 
-def sample_sums(outputs: Sequence[dict]) -> tuple[list[str], torch.Tensor]:
-    """The names of the values in `outputs`, and each one's sum over samples, the sample count last (notebook 03).
+class Classifier(ImageClassificationBase):
+    """Any network, such as an `nn.Sequential`, with the lesson's steps, so that `fit` trains it (notebook 05)."""
 
-    A batch weighs its size `n` (1 if missing). The sums stay on the device.
-    """
-    names = [k for k in outputs[0] if k != "n"]
-    sizes = torch.tensor([float(x.get("n", 1)) for x in outputs], device=outputs[0][names[0]].device)
-    sums = [(torch.stack([x[k] for x in outputs]).float() * sizes).sum() for k in names]
-    return names, torch.stack(sums + [sizes.sum()])
+    def __init__(self, net: nn.Module):
+        super().__init__()
+        self.net = net
 
-
-def sample_means(outputs: Sequence[dict]) -> dict[str, float]:
-    """Each value's mean over samples, a batch weighing its size `n` (notebook 03); one read of the device."""
-    names, sums = sample_sums(outputs)
-    *sums, count = sums.tolist()  # the one read
-    return {k: value / count for k, value in zip(names, sums)}
+    def forward(self, xb: torch.Tensor) -> torch.Tensor:
+        return self.net(xb)
 
 
-class MnistModel(nn.Module):
+class MnistModel(ImageClassificationBase):
     """Feedforward network with one hidden layer: 784 -> 32 (ReLU) -> 10 (notebook 03)."""
 
     def __init__(self, input_size: int = 784, hidden_size: int = 32, out_size: int = 10):
@@ -453,8 +409,8 @@ class MnistModel(nn.Module):
         for name, size in sizes.items():
             if not isinstance(size, int) or isinstance(size, bool) or size < 1:
                 raise ValueError(f"{name} must be a whole number of at least 1, got {size!r}")
-        self.linear1 = nn.Linear(input_size, hidden_size)
-        self.linear2 = nn.Linear(hidden_size, out_size)
+        self.linear1 = nn.Linear(input_size, hidden_size)  # hidden layer
+        self.linear2 = nn.Linear(hidden_size, out_size)  # output layer
 
     def forward(self, xb: torch.Tensor) -> torch.Tensor:
         if not xb.is_floating_point():
@@ -469,7 +425,7 @@ class MnistModel(nn.Module):
             )
         if xb.dim() == 0 or xb.size(0) == 0:
             raise ValueError(f"MnistModel got an empty batch (shape {list(xb.shape)}): a batch needs 1 image or more")
-        flat = xb.reshape(xb.size(0), -1) if xb.dim() > 1 else xb
+        flat = xb.reshape(xb.size(0), -1) if xb.dim() > 1 else xb  # flatten the image tensors
         if flat.dim() != 2 or flat.size(1) != self.linear1.in_features:
             raise ValueError(
                 f"MnistModel expects a batch of {self.linear1.in_features} values per image, such as "
@@ -477,42 +433,10 @@ class MnistModel(nn.Module):
             )
         return self.linear2(F.relu(self.linear1(flat)))
 
-    def training_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-        return classifier_training_step(self, batch)
-
-    def validation_step(self, batch: Sequence[torch.Tensor]) -> dict[str, torch.Tensor | int]:
-        return classifier_validation_step(self, batch)
-
-    def training_epoch_end(self, outputs: list[dict]) -> dict[str, float]:
-        return sample_means(outputs)
-
-    def validation_epoch_end(self, outputs: list[dict]) -> dict[str, float]:
-        return sample_means(outputs)
-
-    def epoch_end(self, epoch: int, result: dict) -> None:
-        extra = f", train_loss: {result['train_loss']:.4f}" if "train_loss" in result else ""
-        took = f", {result['epoch_s']:.1f}s" if "epoch_s" in result else ""
-        print(f"Epoch [{epoch}]{extra}, val_loss: {result['val_loss']:.4f}, val_acc: {result['val_acc']:.4f}{took}")
-
 
 # ==================================================================================================
-# 4. Evaluate and train: the lesson's loop and what it checks (notebook 05)
+# 4. Evaluate and fit: the lesson's loop, and the checks around it (notebooks 04 and 05)
 # ==================================================================================================
-
-
-def _check_same_device(model: nn.Module, batch: Any) -> None:
-    """Raise a ValueError that says what to do when model and batch sit on different devices."""
-    param = next(model.parameters(), None)
-    first = batch[0] if isinstance(batch, (list, tuple)) and batch else batch
-    if param is not None and isinstance(first, torch.Tensor) and first.device != param.device:
-        model_at, data_at = str(param.device), str(first.device)
-        if param.device.type == "meta":
-            fix = f"a model on meta has shapes but no weights: create it again on {data_at}"
-        elif first.device.type == "cpu":
-            fix = f"send the batches to the model with DeviceDataLoader(loader, {model_at!r})"
-        else:
-            fix = f"move the model to the data with to_device(model, {data_at!r})"
-        raise ValueError(f"the model is on {model_at} but the batch is on {data_at}: {fix}")
 
 
 class NonFiniteData(ValueError):
@@ -523,33 +447,81 @@ class NonFiniteData(ValueError):
         self.history = history or []
 
 
-def _check_first_batch(model: nn.Module, batch: Any) -> None:
-    """Check a loader's first batch (one read): device, label range, finite and scaled pixel values."""
-    _check_same_device(model, batch)
-    images, labels = _images_and_labels(batch)
-    if not images.is_floating_point() or not len(images) or not len(labels):
-        return  # the model's own checks say what is wrong
-    outputs = next((m.out_features for m in reversed(list(model.modules())) if isinstance(m, nn.Linear)), None)
-    finite = torch.isfinite(images)
-    low, high, top, all_finite = torch.stack(
-        [labels.min().float(), labels.max().float(), images[finite].max(), finite.all().float()]
-    ).tolist()
-    if outputs is not None and (low < 0 or high >= outputs):
+def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
+    """The batches of `loader`, the first checked against `model` before the model sees it (notebooks 04 and 05).
+
+    Once per pass, one read of the device: what does not fit (an empty loader, a batch that is not an
+    (images, labels) pair, labels that are not class indices of the model's outputs, model and batch on
+    different devices, NaN pixels) gets one error that says how to fix it, and pixels up to 255 a warning.
+    """
+    if not hasattr(model, "validation_step"):
+        raise TypeError(
+            f"a {type(model).__name__} has none of the lesson's methods (training_step, validation_step, ...): wrap "
+            "it, helpers.Classifier(model), or subclass helpers.ImageClassificationBase and write its forward"
+        )
+    batches = iter(loader)
+    first = next(batches, None)
+    if first is None:
+        raise ValueError("an empty loader: it yielded no batches, so there is nothing to train or evaluate on")
+    if isinstance(first, dict):
+        raise TypeError(
+            f"the loader yields dicts (keys {list(first)}); the lesson's loop wants (images, labels) pairs. "
+            "Make the dataset return (image, label), or wrap the loader: ((b['image'], b['label']) for b in loader)"
+        )
+    if not isinstance(first, (list, tuple)) or len(first) != 2:
+        parts = f"{len(first)} parts" if isinstance(first, (list, tuple)) else f"a {type(first).__name__}"
+        raise TypeError(
+            f"the loader yields {parts} per batch; the lesson's loop wants (images, labels) pairs. "
+            "Drop the extra parts, e.g. ((x, y) for x, y, *_ in loader)"
+        )
+    images, labels = first
+    if not isinstance(labels, torch.Tensor):
+        raise TypeError(f"labels must be a tensor, got a {type(labels).__name__}: convert them with torch.tensor()")
+    if labels.dtype not in (torch.int64, torch.uint8):
+        raise TypeError(
+            f"labels must be class indices 0..9 stored as integers (torch.int64), such as tensor([5, 0, 4]); "
+            f"got {labels.dtype}. Convert them with labels.long()"
+        )
+    if labels.dim() != 1:
         raise ValueError(
-            f"labels must be class indices from 0 to {outputs - 1} (the model has {outputs} outputs); the first "
-            f"batch has labels from {low:g} to {high:g}. Check the labels, or give the model out_size={high:g} + 1"
+            f"labels must be one class index per image, of shape [N]; got shape {list(labels.shape)}. "
+            "For [N, 1] use labels.squeeze(1)"
         )
-    if not all_finite:
-        raise NonFiniteData(
-            "the first batch holds NaN or infinite pixel values: no loss can be computed from them. Clean the "
-            "data (e.g. images.nan_to_num(0.0)) or drop those images"
-        )
-    if top > 10:
-        warnings.warn(
-            f"pixel values go up to {top:g}: the lesson's model expects images scaled to [0, 1]. Use the ToTensor() "
-            "transform, or divide raw pixels by 255",
-            stacklevel=3,
-        )
+    weights = next(model.parameters(), None)
+    if weights is not None and isinstance(images, torch.Tensor) and images.device != weights.device:
+        model_at, data_at = str(weights.device), str(images.device)
+        if weights.device.type == "meta":
+            fix = f"a model on meta has shapes but no weights: create it again on {data_at}"
+        elif images.device.type == "meta":
+            fix = "meta holds shapes but no values, so nothing can be computed from it: give the loader real data"
+        elif images.device.type == "cpu":
+            fix = f"send the batches to the model with DeviceDataLoader(loader, {model_at!r})"
+        else:
+            fix = f"move the model to the data with to_device(model, {data_at!r})"
+        raise ValueError(f"the model is on {model_at} but the batch is on {data_at}: {fix}")
+    if isinstance(images, torch.Tensor) and images.is_floating_point() and images.numel() and len(labels):
+        finite = torch.isfinite(images)
+        low, high, top, all_finite = torch.stack(
+            [labels.min().float(), labels.max().float(), images.where(finite, 0).max(), finite.all().float()]
+        ).tolist()  # the one read
+        outputs = next((m.out_features for m in reversed(list(model.modules())) if isinstance(m, nn.Linear)), None)
+        if outputs is not None and (low < 0 or high >= outputs):
+            raise ValueError(
+                f"labels must be class indices from 0 to {outputs - 1} (the model has {outputs} outputs); this batch "
+                f"has labels from {low:g} to {high:g}. Check the labels, or give the model out_size={high:g} + 1"
+            )
+        if not all_finite:
+            raise NonFiniteData(
+                "the first batch holds NaN or infinite pixel values: no loss can be computed from them. Clean the "
+                "data (e.g. images.nan_to_num(0.0)) or drop those images"
+            )
+        if top > 10:
+            warnings.warn(
+                f"pixel values go up to {top:g}: the lesson's model expects images scaled to [0, 1]. Use the "
+                "ToTensor() transform, or divide raw pixels by 255",
+                stacklevel=3,
+            )
+    return itertools.chain([first], batches)
 
 
 def _first_non_finite(loader: Iterable) -> int | None:
@@ -584,25 +556,165 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 
 
 def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
-    """Validation loss and accuracy over every sample, in eval mode without autograd (notebook 05).
-
-    A model without the lesson's `validation_step` and `validation_epoch_end` (a plain classifier such
-    as `nn.Sequential`) is evaluated with `classifier_validation_step` and `sample_means`.
-    """
-    step = getattr(model, "validation_step", partial(classifier_validation_step, model))
-    epoch_end = getattr(model, "validation_epoch_end", sample_means)
-    outputs = []
+    """The lesson's `evaluate`, in eval mode and without autograd, averaged over images (notebook 05)."""
     with eval_mode(model):
-        for batch in val_loader:
-            if not outputs:
-                _check_first_batch(model, batch)
-            outputs.append(step(batch))
-    if not outputs:
-        raise ValueError("evaluate got an empty loader: it yielded no batches")
-    result = epoch_end(outputs)
+        outputs = [model.validation_step(batch) for batch in first_checked(model, val_loader)]
+    result = model.validation_epoch_end(outputs)
     if not math.isfinite(result["val_loss"]) and all(torch.isfinite(p).all() for p in model.parameters()):
         _blame_the_data(val_loader, "validation")
     return result
+
+
+class TrainingDiverged(FloatingPointError):
+    """The loss became NaN or infinite; `.history` holds the epochs completed before it (notebook 08)."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+class CheckpointNotSaved(OSError):
+    """An epoch finished but its checkpoint could not be written (notebook 08); `.history` has the completed epochs."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C during `fit`; `.history` holds every completed epoch, and the weights match them (notebook 08)."""
+
+    def __init__(self, message: str, history: list[dict]):
+        super().__init__(message)
+        self.history = history
+
+
+def check_hparams(epochs: Any, lr: Any) -> None:
+    """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number (notebook 05)."""
+    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+        raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
+    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+        raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
+
+
+def check_save_path(path: str | Path) -> Path:
+    """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
+    path = Path(path)
+    helpers_data.check_writable(path.parent, folder=True)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    helpers_data.check_writable(path)
+    return path
+
+
+def fit(
+    epochs: int,
+    lr: float,
+    model: nn.Module,
+    train_loader: Iterable,
+    val_loader: Iterable,
+    opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+    *,
+    checkpoint_path: str | Path | None = None,
+    progress: bool | None = None,
+    verbose: bool = True,
+) -> list[dict]:
+    """The lesson's `fit` (notebook 05), which loses nothing (notebook 08): one dict per epoch.
+
+    Each dict holds val_loss and val_acc, train_loss (the mean of the steps' losses, over images), train_s
+    and epoch_s. With `checkpoint_path`, a checkpoint of this same call is resumed and every completed epoch
+    saved there. On an error (a NaN loss: `TrainingDiverged`, or `NonFiniteData` when the data holds NaN;
+    Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed epoch, and the
+    error the completed epochs, in `.history`.
+    """
+    check_hparams(epochs, lr)
+    optimizer = opt_func(model.parameters(), lr)
+    run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
+    kept = copy.deepcopy(model.state_dict())  # the weights of the last completed epoch, put back on an error
+    try:
+        for epoch in range(len(history), epochs):
+            t0 = time.perf_counter()
+            loss_sum, images = 0.0, 0  # summed on the device: read once per epoch, not at every step
+            for batch in first_checked(model, progress_bar(train_loader, epoch, progress)):
+                loss = model.training_step(batch)
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+                loss_sum += loss.detach() * len(batch[1])
+                images += len(batch[1])
+            result = {"train_loss": float(loss_sum / images), "train_s": time.perf_counter() - t0}
+            result = evaluate(model, val_loader) | result | {"epoch_s": time.perf_counter() - t0}
+            if not math.isfinite(result["train_loss"] + result["val_loss"]):
+                raise _diverged(epoch, run, result, (train_loader, val_loader), history)
+            history.append(result)
+            kept = copy.deepcopy(model.state_dict())
+            if checkpoint_path:
+                _save_epoch(checkpoint_path, model, optimizer, history, run, train_loader)
+            if verbose:
+                model.epoch_end(epoch, result)
+    except KeyboardInterrupt as interrupt:
+        model.load_state_dict(kept)
+        if isinstance(interrupt, TrainingInterrupted):
+            raise
+        where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
+        print(f"Interrupted: kept {len(history)} completed epochs{where}")
+        raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
+    except BaseException as error:
+        model.load_state_dict(kept)
+        if isinstance(error, NonFiniteData):
+            error.history = history
+        raise
+    return history
+
+
+def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
+    """The loader in a tqdm progress bar, unless `progress=False` or HELPERS_PROGRESS=0 turns bars off (notebook 05)."""
+    if progress is None:
+        setting = os.environ.get("HELPERS_PROGRESS", "1").strip().lower() or "1"
+        if setting not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
+            raise ValueError(
+                f"HELPERS_PROGRESS must be 1 or 0 (on or off); it is {os.environ['HELPERS_PROGRESS']!r}: set it to "
+                "0 or 1"
+            )
+        progress = setting in ("1", "true", "yes", "on")
+    if not progress:
+        return loader
+    from tqdm.auto import tqdm
+    from tqdm.notebook import tqdm as notebook_tqdm
+
+    if not issubclass(tqdm, notebook_tqdm):  # a terminal: tqdm's text bar
+        return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
+    return _bar_that_leaves_nothing(tqdm(loader, desc=f"Epoch {epoch}", leave=False, display=False))
+
+
+def _bar_that_leaves_nothing(bar: Any) -> Iterator:
+    """A notebook's progress bar, replaced by nothing once done: a saved notebook keeps no widget it cannot show.
+
+    tqdm closes a finished bar's widget; a notebook saved with its output would show "Error displaying
+    widget" when opened again (jupyter-widgets/ipywidgets#3821).
+    """
+    from IPython.display import display
+
+    shown = display(bar.container, display_id=True)
+    try:
+        yield from bar
+    finally:
+        shown.update({"text/plain": ""}, raw=True)
+
+
+def _diverged(epoch: int, run: dict, result: dict, loaders: tuple, history: list[dict]) -> Exception:
+    """The error for a NaN or infinite loss in `epoch`: NonFiniteData if the data holds NaN, else TrainingDiverged."""
+    for loader, name in zip(loaders, ("training", "validation")):
+        _blame_the_data(loader, name)
+    kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
+    lr = run["lr"]
+    safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
+    return TrainingDiverged(
+        f"Training diverged in epoch {epoch}: the loss became {result['train_loss']} at lr={lr:g}. "
+        f"The model keeps {kept}. Try a lower learning rate, such as lr={safer:g}"
+        + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else "."),
+        history,
+    )
 
 
 # ==================================================================================================
@@ -758,244 +870,6 @@ def load_checkpoint(
     return state
 
 
-# ==================================================================================================
-# 6. fit: the lesson's training loop, which loses nothing (notebooks 05 and 08)
-# ==================================================================================================
-
-
-class TrainingDiverged(FloatingPointError):
-    """The loss became NaN or infinite; `.history` holds the epochs completed before it (notebook 08)."""
-
-    def __init__(self, message: str, history: list[dict]):
-        super().__init__(message)
-        self.history = history
-
-
-class CheckpointNotSaved(OSError):
-    """An epoch finished but its checkpoint could not be written (notebook 08); `.history` has the completed epochs."""
-
-    def __init__(self, message: str, history: list[dict]):
-        super().__init__(message)
-        self.history = history
-
-
-class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C during `fit`; `.history` holds every completed epoch, and the weights match them (notebook 08)."""
-
-    def __init__(self, message: str, history: list[dict]):
-        super().__init__(message)
-        self.history = history
-
-
-def _whole(low: int, none: bool = False) -> Callable[[Any], bool]:
-    return lambda v: (none and v is None) or (isinstance(v, int) and not isinstance(v, bool) and v >= low)
-
-
-def _whole_list(low: int, none: bool = False) -> Callable[[Any], bool]:
-    return lambda v: (none and v is None) or (isinstance(v, list) and bool(v) and all(map(_whole(low), v)))
-
-
-def _rate(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v > 0
-
-
-def _path(v: Any) -> bool:
-    return v is None or (isinstance(v, (str, Path)) and str(v).strip() != "")
-
-
-def check_hparams(epochs: Any, lr: Any) -> None:
-    """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number (notebook 05)."""
-    if not _whole(0)(epochs):
-        raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
-    if not _rate(lr):
-        raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
-
-
-def check_save_path(path: str | Path) -> Path:
-    """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
-    path = Path(path)
-    helpers_data.check_writable(path.parent, folder=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    helpers_data.check_writable(path)
-    return path
-
-
-def lesson_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], dict]:
-    """Make the lesson's training step for one batch (notebook 05): loss, backward, update, zero the gradients."""
-    training_step = training_step_of(model)
-
-    def step(batch: Any) -> dict:
-        out = training_step(batch)  # {"loss": ...} and what else the model measured
-        out["loss"].backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        return out
-
-    return step
-
-
-def train_epoch(model: nn.Module, train_loader: Iterable, step: Callable[[Any], dict]) -> dict[str, float]:
-    """One pass of `step` over the training data (notebook 05); the means of what each step measured.
-
-    The values stay on the device and are read once, at the end: `loss.item()` after every step
-    would make the CPU wait for the GPU at every step.
-    """
-    t0 = time.perf_counter()
-    outputs = []
-    for batch in _checked_first(model, train_loader):
-        out = _as_metrics(step(batch), batch)  # a step made for the lesson's API may return the loss alone
-        outputs.append(out | {"loss": out["loss"].detach()})
-    means = getattr(model, "training_epoch_end", sample_means)(outputs)
-    return {f"train_{k}": v for k, v in means.items()} | {"train_s": time.perf_counter() - t0}
-
-
-def fit(
-    epochs: int,
-    lr: float,
-    model: nn.Module,
-    train_loader: Iterable,
-    val_loader: Iterable,
-    opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
-    *,
-    make_step: Callable = lesson_step,
-    progress: bool | None = None,
-    checkpoint_path: str | Path | None = None,
-    verbose: bool = True,
-) -> list[dict]:
-    """Train for `epochs` epochs with `opt_func(model.parameters(), lr)`; one dict per epoch (notebooks 05, 08).
-
-    Each dict holds val_loss, val_acc, what the training steps measured (train_loss, train_acc), train_s
-    and epoch_s. `make_step(model, optimizer)` makes the training step: by default the lesson's.
-    `CompletedEpochs` keeps what notebook 08 adds: resuming from `checkpoint_path` and saving every epoch
-    there; on a NaN loss (`TrainingDiverged`, or `NonFiniteData` when the data holds NaN) or Ctrl-C
-    (`TrainingInterrupted`), the weights of the last completed epoch, and the epochs in `.history`.
-    """
-    check_hparams(epochs, lr)
-    optimizer = opt_func(model.parameters(), lr)
-    train_step = make_step(model, optimizer)
-    run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-    with CompletedEpochs(model, optimizer, (train_loader, val_loader), run, checkpoint_path) as done:
-        for epoch in range(len(done.history), epochs):
-            t0 = time.perf_counter()
-            result = train_epoch(model, progress_bar(train_loader, epoch, progress), train_step)
-            result = evaluate(model, val_loader) | result | {"epoch_s": time.perf_counter() - t0}
-            done.add(result)  # a NaN loss stops here; else history, weights and checkpoint are kept
-            if verbose and hasattr(model, "epoch_end"):
-                model.epoch_end(epoch, result)
-    return done.history
-
-
-def _checked_first(model: nn.Module, loader: Iterable) -> Iterator:
-    """The batches of `loader`, the first one checked (`_check_first_batch`); a ValueError if there are none."""
-    batches = iter(loader)
-    first = next(batches, None)
-    if first is None:
-        raise ValueError("fit got an empty training loader: it yielded no batches")
-    _check_first_batch(model, first)
-    yield first
-    yield from batches
-
-
-def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
-    """The loader in a tqdm progress bar, unless `progress=False` or HELPERS_PROGRESS=0 turns bars off (notebook 05)."""
-    if progress is None:
-        progress = _switch("HELPERS_PROGRESS", default=True)
-    if not progress:
-        return loader
-    from tqdm.auto import tqdm
-    from tqdm.notebook import tqdm as notebook_tqdm
-
-    if not issubclass(tqdm, notebook_tqdm):  # a terminal: tqdm's text bar
-        return tqdm(loader, desc=f"Epoch {epoch}", leave=False)
-    return _bar_that_leaves_nothing(tqdm(loader, desc=f"Epoch {epoch}", leave=False, display=False))
-
-
-def _bar_that_leaves_nothing(bar: Any) -> Iterator:
-    """A notebook's progress bar, replaced by nothing once done: a saved notebook keeps no widget it cannot show.
-
-    tqdm closes a finished bar's widget; a notebook saved with its output would show "Error displaying
-    widget" when opened again (jupyter-widgets/ipywidgets#3821).
-    """
-    from IPython.display import display
-
-    shown = display(bar.container, display_id=True)
-    try:
-        yield from bar
-    finally:
-        shown.update({"text/plain": ""}, raw=True)
-
-
-def _switch(variable: str, default: bool) -> bool:
-    """An on/off environment variable: 1/true/yes/on or 0/false/no/off; a ValueError names anything else."""
-    value = os.environ.get(variable, "").strip().lower()
-    if not value:
-        return default
-    if value in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-        return value in ("1", "true", "yes", "on")
-    raise ValueError(f"{variable} must be 1 or 0 (on or off); it is {os.environ[variable]!r}: set it to 0 or 1")
-
-
-class CompletedEpochs:
-    """What notebook 08 adds around `fit`'s loop, in one place: nothing that one completed epoch did is lost.
-
-    With `checkpoint_path`, a checkpoint of the same `fit` call is resumed and every completed epoch is
-    saved there. On any error in an epoch (a NaN loss, Ctrl-C, ...) the model gets the weights of the
-    last completed epoch back, and the error carries the completed epochs in `.history`.
-    """
-
-    def __init__(
-        self,
-        model: nn.Module,
-        optimizer: torch.optim.Optimizer,
-        loaders: tuple[Iterable, Iterable],
-        hparams: dict,
-        checkpoint_path: str | Path | None = None,
-    ):
-        self.model, self.optimizer, self.loaders, self.hparams = model, optimizer, loaders, hparams
-        self.path, self.history = checkpoint_path, []
-
-    def __enter__(self) -> CompletedEpochs:
-        """Resume from the checkpoint, if there is one; keep the weights to put back."""
-        if self.path is not None:
-            self.history = _resume(self.path, self.model, self.optimizer, self.loaders[0], self.hparams)
-        self.weights = copy.deepcopy(self.model.state_dict())
-        return self
-
-    def add(self, result: dict) -> None:
-        """Keep a completed epoch: its result, the weights, the checkpoint; or raise if its loss is not finite."""
-        if not all(math.isfinite(v) for k, v in result.items() if k.endswith("_loss")):
-            for loader, name in zip(self.loaders, ("training", "validation")):
-                _blame_the_data(loader, name)
-            raise TrainingDiverged(_diverged(len(self.history), self.hparams["lr"], result), self.history)
-        self.history.append(result)
-        self.weights = copy.deepcopy(self.model.state_dict())
-        if self.path is not None:
-            _save_epoch(self.path, self.model, self.optimizer, self.history, self.hparams, self.loaders[0])
-
-    def __exit__(self, kind: type | None, error: BaseException | None, traceback: Any) -> None:
-        if error is None:
-            return
-        self.model.load_state_dict(self.weights)  # the one place that puts the weights back
-        if isinstance(error, NonFiniteData):
-            error.history = self.history
-        if isinstance(error, KeyboardInterrupt) and not isinstance(error, TrainingInterrupted):
-            where = f" (saved in {self.path}; call fit again with it to resume)" if self.path else ""
-            print(f"Interrupted: kept {len(self.history)} completed epochs{where}")
-            message = f"training interrupted after {len(self.history)} completed epochs"
-            raise TrainingInterrupted(message, self.history) from None
-
-
-def _diverged(epoch: int, lr: float, result: dict) -> str:
-    """What to say when the loss of `epoch` is NaN or infinite: the weights kept, and a safer learning rate."""
-    kept = f"its weights from the end of epoch {epoch - 1}" if epoch > 0 else "the weights it started with"
-    safer = LESSON.lrs[0] if lr > LESSON.lrs[0] else lr / 10
-    return (
-        f"Training diverged in epoch {epoch}: the loss became {result['train_loss']} at lr={lr:g}. "
-        f"The model keeps {kept}. Try a lower learning rate, such as lr={safer:g}"
-        + (" (the lesson's, which trains this model)." if safer == LESSON.lrs[0] else ".")
-    )
-
-
 def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
     """Load the checkpoint at `path`, if there is one, into model, optimizer and RNGs; return its history.
 
@@ -1037,7 +911,7 @@ def _save_epoch(path, model, optimizer, history, hparams, loader) -> None:
 
 
 # ==================================================================================================
-# 7. Plots and predictions (notebooks 02, 03 and 06)
+# 6. Plots and predictions (notebooks 02, 03 and 06)
 # ==================================================================================================
 
 
@@ -1154,7 +1028,7 @@ def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor
 
 
 # ==================================================================================================
-# 8. Evaluation in depth: where the model fails (notebook 07)
+# 7. Evaluation in depth: where the model fails (notebook 07)
 # ==================================================================================================
 
 
@@ -1227,7 +1101,7 @@ def show_mistakes(
 
 
 # ==================================================================================================
-# 9. Data kept on the device: the lesson's batches without per-image work (notebooks 05-08; measured in 09)
+# 8. Data kept on the device: the lesson's batches without per-image work (notebooks 05-08; measured in 09)
 # ==================================================================================================
 
 
@@ -1293,18 +1167,13 @@ class DeviceResidentLoader:
         full, last = divmod(len(self.labels), self.batch_size)
         return full + (last > 0 and not self.drop_last)
 
-    def batch_indices(self, order: torch.Tensor, i: int) -> torch.Tensor:
-        """The positions in `order` of batch `i`."""
-        return order[i * self.batch_size : (i + 1) * self.batch_size]
-
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         n = len(self.labels)
         if self.shuffle:
             order = torch.randperm(n, generator=self.generator, device=self.generator.device).to(self.device)
         else:
             order = torch.arange(n, device=self.device)
-        for i in range(len(self)):
-            idx = self.batch_indices(order, i)
+        for idx in order.split(self.batch_size)[: len(self)]:
             images = self.images[idx]
             if images.dtype == torch.uint8:
                 images = images.to(torch.float32).div_(255)
@@ -1312,7 +1181,7 @@ class DeviceResidentLoader:
 
 
 # ==================================================================================================
-# 10. The lesson end to end: what notebook 05 runs, in one call (notebooks 06 and 07 fall back on it)
+# 9. The lesson end to end: what notebook 05 runs, in one call (notebooks 06 and 07 fall back on it)
 # ==================================================================================================
 
 
@@ -1328,7 +1197,7 @@ def lesson_loaders(
 def resident_loaders(
     train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
 ) -> tuple[DeviceResidentLoader, ...]:
-    """The same batches from tensors kept on `device` (notebook 09): training shuffled, then evaluation."""
+    """The same batches from tensors kept on `device` (notebook 05): training shuffled, then evaluation."""
     keep = partial(DeviceResidentLoader.from_dataset, device=device)
     train = keep(train_set, LESSON.batch_size, shuffle=True, seed=seed)
     return (train, *(keep(dataset, LESSON.val_batch_size) for dataset in evaluation))
@@ -1347,24 +1216,19 @@ def train_lesson(
     save: str | Path | None = None,
     seed: int = LESSON.seed,
     hidden_size: int = 32,
-    *,
-    make_step: Callable = lesson_step,
-    prepare: Callable[[nn.Module], nn.Module] | None = None,
-    pipelines: dict[str, Callable] = PIPELINES,
 ) -> dict:
     """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
 
     Returns the trained model, its history and the test loss and accuracy. It trains the lesson's
-    schedule with `helpers`' seeded loaders, so its numbers differ a little from notebook 05's run.
-    `pipeline` names the loaders in `pipelines`; `make_step` (as in `fit`) and `prepare` (applied to
-    the model before training) let later notebooks change one part.
+    schedule with `helpers`' seeded loaders (`pipeline` names them in PIPELINES), so its numbers differ a
+    little from notebook 05's run.
     """
     if len(epochs) != len(lrs):
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     for n, lr in zip(epochs, lrs):
         check_hparams(n, lr)
-    if pipeline not in pipelines:
-        raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, pipelines))}")
+    if pipeline not in PIPELINES:
+        raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, PIPELINES))}")
     device = get_default_device(device)
     if save:
         helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
@@ -1372,12 +1236,11 @@ def train_lesson(
     seed_everything(seed)
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     test_set = load_mnist(root, train=False)
-    train_loader, val_loader, test_loader = pipelines[pipeline](train_set, val_set, test_set, device=device, seed=seed)
+    train_loader, val_loader, test_loader = PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
     model = to_device(MnistModel(784, hidden_size, 10), device)
-    model = prepare(model) if prepare else model
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader, make_step=make_step)
+        history += fit(n, lr, model, train_loader, val_loader)
     test = evaluate(model, test_loader)
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
     if save:
@@ -1387,53 +1250,63 @@ def train_lesson(
 
 
 # ==================================================================================================
-# 11. The notebooks' parameters, checked before any work (every notebook's first cells)
+# 10. A notebook's settings, checked before any work (each notebook's set-up cell)
 # ==================================================================================================
 
 
-PARAMETERS = {  # a parameter's name -> (what it accepts, the check)
-    "device": (
-        "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
-        lambda v: v is None or isinstance(v, str),
-    ),
-    "seed": ("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _whole(0)(v) and v < 2**63),
-    "data_root": ("None, or the folder of the data (a path)", _path),
-    "checkpoint": ("None, or the path of a checkpoint file", _path),
-    "progress": ("None, True or False", lambda v: v is None or isinstance(v, bool)),
-    "batch_size": ("a whole number of at least 1, such as 128", _whole(1)),
-    "hidden_size": ("a whole number of at least 1, such as 32", _whole(1)),
-    "epochs1": ("a whole number of at least 0, such as 5", _whole(0)),
-    "epochs2": ("a whole number of at least 0, such as 5", _whole(0)),
-    "lr1": ("a positive number, such as 0.5", _rate),
-    "lr2": ("a positive number, such as 0.1", _rate),
-    "exercise_epochs": ("a whole number of at least 1", _whole(1)),
-    "bench_epochs": ("a whole number of at least 1 (at least 2 in notebook 11)", _whole(1)),
-    "repeats": ("a whole number of at least 1", _whole(1)),
-    "profile_steps": ("a whole number of at least 1", _whole(1)),
-    "nprocs": ("None, or a whole number of at least 1", _whole(1, none=True)),
-    "exercise_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
-    "bench_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
-    "wide_limit": ("None, or a number of images of at least 1", _whole(1, none=True)),
-    "sizes": ("a list of matrix sizes, whole numbers of at least 1, such as [128, 512]", _whole_list(1)),
-    "matmul_sizes": ("a list of matrix sizes, whole numbers of at least 1, such as [64, 256]", _whole_list(1)),
-    "spread_seeds": ("None, or a list of seeds, such as [1, 2, 3]", _whole_list(0, none=True)),
-}
+class Setting(NamedTuple):
+    """What one kind of notebook setting accepts: the words an error shows, and the check."""
+
+    accepts: str
+    ok: Callable[[Any], bool]
 
 
-def check_parameters(namespace: dict[str, Any]) -> None:
-    """Check the notebook parameters found in `namespace` against `PARAMETERS`: a ValueError names a wrong one.
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
-    A notebook calls it with `globals()` right after its parameters cell, so that a wrong value, typed there or
-    passed with `-p NAME VALUE` to a headless run, fails at once with what to write instead, before any work.
+
+def whole(low: int = 1, high: int | None = None, none: bool = False) -> Setting:
+    """A setting that is a whole number from `low` to `high` (a count of epochs, images, ...), or None if `none`."""
+    words = f"a whole number of at least {low}" + (f" and at most {high:,}" if high is not None else "")
+    return Setting(
+        f"None, or {words}" if none else words,
+        lambda v: (none and v is None) or (_is_whole(v) and v >= low and (high is None or v <= high)),
+    )
+
+
+DEVICE = Setting(
+    "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'", lambda v: v is None or isinstance(v, str)
+)
+SEED = Setting("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _is_whole(v) and 0 <= v < 2**63)
+PATH = Setting(
+    "None, or a path (a folder or a file)", lambda v: v is None or (isinstance(v, (str, Path)) and str(v).strip())
+)
+SWITCH = Setting("None, True or False", lambda v: v is None or isinstance(v, bool))
+SIZES = Setting(
+    "a list of sizes, whole numbers of at least 1, such as [128, 512]",
+    lambda v: isinstance(v, list) and bool(v) and all(_is_whole(n) and n >= 1 for n in v),
+)
+SEEDS = Setting(
+    "None, or a list of seeds, such as [1, 2, 3]",
+    lambda v: v is None or (isinstance(v, list) and bool(v) and all(SEED.ok(s) for s in v)),
+)
+
+
+def check_settings(namespace: dict[str, Any], **settings: Setting) -> None:
+    """Check a notebook's settings, each against its kind: a ValueError names a wrong one (every set-up cell).
+
+    A notebook's set-up cell calls it with `globals()` after its settings, so that a wrong value, typed there or
+    passed to a headless run (`-p NAME VALUE`), fails at once with what to write instead, before any work.
     """
-    for name, (accepts, ok) in PARAMETERS.items():
-        if name in namespace and not ok(namespace[name]):
+    for name, (accepts, ok) in settings.items():
+        value = namespace.get(name)
+        if not ok(value):
             raise ValueError(
-                f"the parameter {name} must be {accepts}; it is {namespace[name]!r}. "
-                "Change it in the parameters cell (or pass another with -p)"
+                f"the setting {name} must be {accepts}; it is {value!r}. Change it in the set-up cell at the top "
+                f"(or pass another to a headless run with -p {name} VALUE)"
             )
-    if namespace.get("device") is not None:
-        as_device(namespace["device"], " (the parameter device)")
+    if settings.get("device") is DEVICE and namespace.get("device") is not None:
+        as_device(namespace["device"], " (the setting device)")
 
 
 if __name__ == "__main__":

@@ -9,76 +9,63 @@ python helpers_cli.py --help
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
-from collections.abc import Sequence
-from functools import partial
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from helpers import LESSON, PIPELINES, TrainingDiverged, check_hparams
+import torch
+
+from helpers import LESSON, PIPELINES, TrainingDiverged, available_devices, check_hparams, describe_device
 from helpers_data import MnistUnavailable, check_writable
-from helpers_ddp import benchmark_ddp, train_distributed
+from helpers_ddp import benchmark_ddp, check_processes, train_distributed
 from helpers_speed import (
     AMP_DTYPES,
     COMPILE_MODES,
     SPEED_MODELS,
-    bench_report,
     benchmark_fit,
     benchmark_pipelines,
     benchmark_speed,
-    compile_model,
-    mixed_precision,
-    read_bench,
     speedrun,
-    write_bench,
-    write_bench_report,
 )
 
+DRY_RUN_IMAGES = 1024  # --dry-run: this many training images, one epoch a phase
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """The command line; raises what it finds wrong (`cli` prints it as one line)."""
+
+def parser() -> argparse.ArgumentParser:
+    """The options of every command; `--dry-run` may go before or after the command."""
     parser = argparse.ArgumentParser(prog="helpers_cli.py", description=__doc__.splitlines()[0])
     parser.add_argument("--data", default="data", help="data root; MNIST goes to DATA/MNIST/raw (default: data)")
     parser.add_argument("--device", default=None, help="cpu, cuda, cuda:1 or mps (default: the best available)")
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
-    parser.add_argument("--dry-run", action="store_true", help="a quick check on 1,024 images for one epoch")
+    parser.add_argument("--dry-run", action="store_true", help=f"a quick check on {DRY_RUN_IMAGES:,} images, one epoch")
     parser.add_argument("--debug", action="store_true", help="show an error's full traceback (or HELPERS_DEBUG=1)")
-    parser.add_argument(
-        "--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA, gloo for the CPU)"
-    )
+    parser.add_argument("--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA)")
     commands = parser.add_subparsers(dest="command", required=True)
     phases = ", ".join(f"fit({n}, {lr})" for n, lr in zip(LESSON.epochs, LESSON.lrs))
     train = commands.add_parser("train", help=f"the lesson's run: {phases}; data parallel under torchrun")
     train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
     train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
-    train.add_argument(
-        "--pipeline",
-        choices=list(PIPELINES),
-        default="lesson",
-        help="input pipeline: resident keeps the data on the device (09)",
-    )
+    train.add_argument("--pipeline", choices=list(PIPELINES), default="lesson", help="resident: data on the device")
     train.add_argument(
         "--resident", "--fast", dest="pipeline", action="store_const", const="resident", help="--pipeline resident"
     )
     train.add_argument("--save", default=None, help="save the trained state_dict to this file")
     train.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="mixed precision: autocast to this dtype")
     train.add_argument(
-        "--compile", nargs="?", const="default", default=False, choices=COMPILE_MODES, help="torch.compile the model"
+        "--compile", nargs="?", const="default", default=False, choices=COMPILE_MODES, help="torch.compile the step"
     )
     bench = commands.add_parser("bench", help="seconds per epoch of each input pipeline on each device")
-    bench.add_argument("--epochs", type=int, default=3, help="epochs per pipeline; the median is reported")
+    bench.add_argument("--epochs", type=int, default=3, help="epochs per configuration; the median is reported")
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
     bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
     bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
-    bench.add_argument("--fit", action="store_true", help="helpers.fit against a bare loop over the same data instead")
+    bench.add_argument("--fit", action="store_true", help="helpers.fit against the lesson's four lines instead")
     bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
     bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp and speed")
     bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
-    report = commands.add_parser("bench-report", help="MAINTAINERS.md's figures from runs/bench/bench.json")
-    report.add_argument("--file", default="runs/bench/bench.json")
-    report.add_argument(
-        "--readme", default=None, help="replace the measured block of this Markdown file (MAINTAINERS.md)"
-    )
     run = commands.add_parser("speedrun", help="a fixed schedule as fast as possible, then test accuracy once")
     run.add_argument("--batch-size", type=int, default=LESSON.batch_size)
     run.add_argument("--lr", type=float, default=0.2)
@@ -87,75 +74,91 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--target", type=float, default=0.97, help="exit 1 if the test accuracy ends below this")
     for command in (train, bench, run):  # `train --dry-run` as well as `--dry-run train`
         command.add_argument("--dry-run", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    _check_args(args)  # as given, before --dry-run replaces any of them and before any work
-    limit = 1024 if args.dry_run else None
-    if args.command == "train":
-        train_distributed(
-            root=args.data,
-            device=args.device,
-            backend=args.backend,
-            epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
-            lrs=args.lr,
-            pipeline=args.pipeline,
-            limit=limit,
-            save=args.save,
-            seed=args.seed,
-            make_step=mixed_precision(args.amp),
-            prepare=partial(compile_model, mode=args.compile) if args.compile else None,
-        )
-    elif args.command == "bench" and args.ddp:
-        benchmark_ddp(
-            root=args.data,
-            nprocs=args.nprocs,
-            epochs=1 if args.dry_run else args.epochs,
-            limit=limit or args.limit,
-            device=args.device,
-            out_dir=args.out,
-            seed=args.seed,
-        )
-    elif args.command == "bench" and args.fit:
-        result = benchmark_fit(
-            args.data, args.device, rounds=2 if args.dry_run else args.epochs + 1, limit=limit, seed=args.seed
-        )
-        write_bench(Path(args.out) / "fit.json", fit=[result])
-    elif args.command == "bench":
-        devices = args.devices or ([args.device] if args.device else None)
-        epochs = 1 if args.dry_run else args.epochs
-        rows = benchmark_pipelines(args.data, devices, epochs, limit=limit, out_dir=args.out, seed=args.seed)
-        speed = []
-        if not args.no_speed:
-            speed = benchmark_speed(
-                args.data,
-                sorted({r["device"] for r in rows}, key=[r["device"] for r in rows].index),
-                models=["small"] if args.dry_run else tuple(SPEED_MODELS),
-                configs=["float32"] if args.dry_run else None,  # a dry run compiles nothing
-                epochs=2 if args.dry_run else max(args.epochs, 2),
-                limit=limit or args.limit,
-                seed=args.seed,
-            )
-        write_bench(Path(args.out) / "bench.json", pipelines=rows, speed=speed)
-        print(f"wrote {Path(args.out) / 'bench.json'} and {Path(args.out) / 'bench.png'}")
-    elif args.command == "bench-report":
-        read_bench(args.file)
-        if args.readme:
-            write_bench_report(args.readme, args.file)
-            print(f"updated the measured block of {args.readme} from {args.file}")
-        else:
-            print(bench_report(args.file))
-    else:
-        result = speedrun(
-            root=args.data,
-            device=args.device,
-            batch_size=args.batch_size,
-            lr=args.lr,
-            momentum=args.momentum,
-            epochs=1 if args.dry_run else args.epochs,
-            target=args.target,
-            seed=args.seed,
-        )
-        return 0 if result["reached"] or args.dry_run else 1
+    return parser
+
+
+def train(args: argparse.Namespace) -> int:
+    """The lesson's run, data parallel under torchrun, with the speed features asked for."""
+    train_distributed(
+        root=args.data,
+        device=args.device,
+        backend=args.backend,
+        epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
+        lrs=args.lr,
+        pipeline=args.pipeline,
+        limit=DRY_RUN_IMAGES if args.dry_run else None,
+        save=args.save,
+        seed=args.seed,
+        amp=args.amp,
+        compile=args.compile,
+    )
     return 0
+
+
+def bench(args: argparse.Namespace) -> int:
+    """The pipelines and speed features side by side, or (--fit, --ddp) one of the other two benchmarks."""
+    out, limit = Path(args.out), DRY_RUN_IMAGES if args.dry_run else None
+    epochs = 1 if args.dry_run else args.epochs
+    if args.ddp:
+        options = {"nprocs": args.nprocs, "limit": limit or args.limit, "device": args.device, "seed": args.seed}
+        benchmark_ddp(args.data, epochs=epochs, out_dir=out, **options)
+        return 0
+    if args.fit:
+        result = benchmark_fit(args.data, args.device, rounds=epochs + 1, limit=limit, seed=args.seed)
+        write_bench(out / "fit.json", fit=[result])
+        return 0
+    devices = args.devices or ([args.device] if args.device else None)
+    rows = benchmark_pipelines(args.data, devices, epochs, limit=limit, out_dir=out, seed=args.seed)
+    speed = [] if args.no_speed else _speed_features(args, list(dict.fromkeys(r["device"] for r in rows)))
+    write_bench(out / "bench.json", pipelines=rows, speed=speed)
+    print(f"wrote {out / 'bench.json'} and {out / 'bench.png'}")
+    return 0
+
+
+def _speed_features(args: argparse.Namespace, devices: list[str]) -> list[dict]:
+    """`benchmark_speed` on `devices`; a dry run times plain float32 on the lesson's model alone, compiling nothing."""
+    return benchmark_speed(
+        args.data,
+        devices,
+        models=["small"] if args.dry_run else tuple(SPEED_MODELS),
+        configs=["float32"] if args.dry_run else None,
+        epochs=2 if args.dry_run else max(args.epochs, 2),
+        limit=DRY_RUN_IMAGES if args.dry_run else args.limit,
+        seed=args.seed,
+    )
+
+
+def write_bench(path: str | Path, **sections: list[dict]) -> None:
+    """Write a benchmark file once: where and when it was measured, then each section's rows."""
+    found = {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
+    found["devices"] = {name: describe_device(name) for name in available_devices()}
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(found | sections, indent=2) + "\n")
+
+
+def run_speedrun(args: argparse.Namespace) -> int:
+    """The speedrun; exit 1 if its test accuracy ends below --target (a dry run always passes)."""
+    result = speedrun(
+        root=args.data,
+        device=args.device,
+        batch_size=args.batch_size,
+        lr=args.lr,
+        momentum=args.momentum,
+        epochs=1 if args.dry_run else args.epochs,
+        target=args.target,
+        seed=args.seed,
+    )
+    return 0 if result["reached"] or args.dry_run else 1
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"train": train, "bench": bench, "speedrun": run_speedrun}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line; raises what it finds wrong (`cli` prints it as one line)."""
+    args = parser().parse_args(argv)
+    check_args(args)  # as given, before --dry-run replaces any of them and before any work
+    return COMMANDS[args.command](args)
 
 
 def _at_least(option: str, value: float, low: float) -> None:
@@ -163,7 +166,7 @@ def _at_least(option: str, value: float, low: float) -> None:
         raise ValueError(f"{option} must be at least {low}, got {value}")
 
 
-def _check_args(args: argparse.Namespace) -> None:
+def check_args(args: argparse.Namespace) -> None:
     """Refuse a bad option or an output path that cannot be written, naming it, before any work."""
     if not 0 <= args.seed < 2**63:
         raise ValueError(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}; the default is 42")
@@ -177,13 +180,8 @@ def _check_args(args: argparse.Namespace) -> None:
         _at_least("--limit", args.limit, 1)
         if args.ddp:
             _at_least("--nprocs", args.nprocs, 2)
+            check_processes(args.nprocs)  # before any process is started
         check_writable(args.out, folder=True)
-    elif args.command == "bench-report" and args.readme:
-        if not Path(args.readme).is_file():
-            raise FileNotFoundError(
-                f"--readme {args.readme} is not a file: give the Markdown file whose figures to replace"
-            )
-        check_writable(args.readme)
     elif args.command == "speedrun":
         _at_least("--epochs", args.epochs, 1)
         check_hparams(args.epochs, args.lr)

@@ -1,7 +1,8 @@
 """Many GPUs, for notebook 10: data-parallel training with DistributedDataParallel, under torchrun or spawn.
 
-It composes around the lesson's functions: `data_parallel(model)` makes the model's training step run
-through DDP and its epoch averages sum over the processes; the sharded loaders give each process its
+It composes around the lesson's functions and wraps the model, as nanoGPT does (`model = DDP(model)`):
+`data_parallel(model, device)` returns a wrapper whose training step runs through DDP and whose validation
+averages sum over the processes, the model itself unchanged; the sharded loaders give each process its
 share of the batches one process would form. With one process every function here is the plain run,
 so the single-process run is the world-size-1 case of the same code.
 
@@ -20,7 +21,7 @@ import os
 import socket
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -38,19 +39,18 @@ from helpers import (
     DeviceResidentLoader,
     MnistModel,
     accelerator_count,
+    check_hparams,
+    describe_device,
+    evaluate,
+    fit,
     get_default_device,
-    lesson_step,
     load_mnist,
     loader_settings,
-    sample_sums,
     seed_everything,
     split_dataset,
     to_device,
-    train_epoch,
-    train_lesson,
-    training_step_of,
 )
-from helpers_speed import epoch_times, markdown_table
+from helpers_speed import Wrapped, compile_model, epoch_times, markdown_table, mixed_precision, train_epoch
 
 # ==================================================================================================
 # The process group: who am I, how many are we
@@ -105,6 +105,16 @@ def _quiet_unless_main() -> None:
 # ==================================================================================================
 
 
+def check_processes(world_size: int, batch_size: int = LESSON.batch_size) -> None:
+    """Raise a ValueError unless a batch of `batch_size` splits evenly over `world_size` processes (notebook 10)."""
+    if batch_size % world_size:
+        divisors = ", ".join(str(n) for n in range(1, batch_size + 1) if batch_size % n == 0 and n <= 16)
+        raise ValueError(
+            f"a batch of {batch_size} does not split evenly over {world_size} processes: run a number of "
+            f"processes that divides it ({divisors}, ...), or change the batch size"
+        )
+
+
 def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -> tuple[int, int]:
     """(rank, world_size), by default this process's; each process's share of a batch must be equal."""
     default_rank, default_world = rank_and_world()
@@ -112,12 +122,7 @@ def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -
     world_size = default_world if world_size is None else world_size
     if not 0 <= rank < world_size:
         raise ValueError(f"rank must be between 0 and world_size - 1 = {world_size - 1}, got {rank}")
-    if batch_size % world_size:
-        divisors = ", ".join(str(n) for n in range(1, batch_size + 1) if batch_size % n == 0 and n <= 16)
-        raise ValueError(
-            f"a batch of {batch_size} does not split evenly over {world_size} processes: run a number of "
-            f"processes that divides it ({divisors}, ...), or change the batch size"
-        )
+    check_processes(world_size, batch_size)
     return rank, world_size
 
 
@@ -190,8 +195,18 @@ class ShardedResidentLoader(DeviceResidentLoader):
     def __len__(self) -> int:
         return _batches_with_a_share(len(self.labels), self.batch_size, self.rank, self.drop_last)
 
-    def batch_indices(self, order: torch.Tensor, i: int) -> torch.Tensor:
-        return super().batch_indices(order, i)[self.rank :: self.world_size]
+    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
+        n = len(self.labels)
+        if self.shuffle:
+            order = torch.randperm(n, generator=self.generator, device=self.generator.device).to(self.device)
+        else:
+            order = torch.arange(n, device=self.device)
+        for idx in order.split(self.batch_size)[: len(self)]:
+            idx = idx[self.rank :: self.world_size]  # this process's share of the batch one process would take
+            images = self.images[idx]
+            if images.dtype == torch.uint8:
+                images = images.to(torch.float32).div_(255)
+            yield images, self.labels[idx]
 
 
 def sharded_lesson_loaders(
@@ -230,14 +245,14 @@ SHARDED_PIPELINES = {"lesson": sharded_lesson_loaders, "resident": sharded_resid
 
 
 class _TrainingStep(nn.Module):
-    """DDP averages the gradients of what its forward computes: here, the model's training step."""
+    """What DDP wraps: a module whose forward is the model's training step, so DDP averages its gradients."""
 
-    def __init__(self, model: nn.Module, training_step: Callable):
+    def __init__(self, model: nn.Module):
         super().__init__()
-        self.model, self.training_step = model, training_step
+        self.model = model
 
-    def forward(self, batch: Any) -> dict:
-        return self.training_step(batch)
+    def forward(self, batch: Any) -> torch.Tensor:
+        return self.model.training_step(batch)
 
 
 def mean_over_the_batch(share, bucket):  # no annotations: DDP compares them with its own types
@@ -251,37 +266,39 @@ def mean_over_the_batch(share, bucket):  # no annotations: DDP compares them wit
     return dist.all_reduce(gradients, async_op=True).get_future().then(lambda done: done.value()[0])
 
 
-def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
-    """`model`, trained by every process of the group; the model unchanged in one process.
+class DataParallel(Wrapped):
+    """`model`, trained by every process of the group: its training step through DistributedDataParallel.
 
-    Its `training_step` runs through DistributedDataParallel, which averages the gradients over the
-    processes, and its epoch averages (training and validation) sum over the processes before they
-    divide. It stays the same plain module: its weights, `state_dict` and checkpoints are one process's.
+    DDP averages the gradients over the processes, each weighed by its share of the batch; the validation
+    averages sum over the processes before they divide. The model stays the same plain module, unchanged:
+    its weights, `state_dict` and checkpoints are one process's. The training loss `fit` reports is this
+    process's share's; validation covers every process's images.
     """
-    if rank_and_world()[1] == 1:
-        return model
-    device = torch.device(device)
-    own_step = training_step_of(model)
-    device_ids = [device] if device.type == "cuda" else None
-    ddp = DistributedDataParallel(_TrainingStep(model, own_step), device_ids=device_ids)
-    share = {"weight": torch.ones((), device=device)}
-    ddp.register_comm_hook(share, mean_over_the_batch)
 
-    def training_step(batch: Any) -> dict:
-        images = torch.full((), float(len(batch[1])), device=device)
-        share["weight"] = images / all_reduce_sum(images.clone())  # one all-reduce of a number per step
-        return ddp(batch)
+    def __init__(self, model: nn.Module, device: str | torch.device):
+        super().__init__(model)
+        self.device = torch.device(device)
+        device_ids = [self.device] if self.device.type == "cuda" else None
+        self.ddp = DistributedDataParallel(_TrainingStep(model), device_ids=device_ids)
+        self.share = {"weight": torch.ones((), device=self.device)}
+        self.ddp.register_comm_hook(self.share, mean_over_the_batch)
 
-    model.training_step = training_step
-    model.training_epoch_end = model.validation_epoch_end = sample_means_over_processes
-    return model
+    def training_step(self, batch: Any) -> torch.Tensor:
+        images = torch.full((), float(len(batch[1])), device=self.device)
+        self.share["weight"] = images / all_reduce_sum(images.clone())  # one all-reduce of a number per step
+        return self.ddp(batch)
+
+    def validation_epoch_end(self, outputs: Sequence[dict]) -> dict[str, float]:
+        """The means over every process's images: this process's sums, all-reduced, then divided once."""
+        sizes = torch.tensor([float(x["n"]) for x in outputs], device=self.device)
+        losses, accs = (torch.stack([x[k] for x in outputs]).float() for k in ("val_loss", "val_acc"))
+        *sums, count = all_reduce_sum(torch.stack([losses @ sizes, accs @ sizes, sizes.sum()])).tolist()  # one read
+        return {"val_loss": sums[0] / count, "val_acc": sums[1] / count}
 
 
-def sample_means_over_processes(outputs: Sequence[dict]) -> dict[str, float]:
-    """`helpers.sample_means` over the samples of every process: the sums all-reduced before they divide."""
-    names, sums = sample_sums(outputs)
-    *sums, count = all_reduce_sum(sums).tolist()  # the one read
-    return {k: value / count for k, value in zip(names, sums)}
+def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """`model` wrapped in `DataParallel` for the processes of the group; in one process, `model` itself."""
+    return DataParallel(model, device) if rank_and_world()[1] > 1 else model
 
 
 # ==================================================================================================
@@ -350,33 +367,56 @@ def close_distributed() -> None:
 
 
 def train_distributed(
+    root: str | Path = "data",
     device: str | None = None,
     backend: str | None = None,
+    epochs: Sequence[int] = LESSON.epochs,
+    lrs: Sequence[float] = LESSON.lrs,
+    pipeline: str = "lesson",
+    limit: int | None = None,
     save: str | Path | None = None,
-    prepare: Callable[[nn.Module], nn.Module] | None = None,
-    **train_kwargs: Any,
+    seed: int = LESSON.seed,
+    hidden_size: int = 32,
+    amp: str | None = None,
+    compile: bool | str = False,
 ) -> dict:
     """`helpers.train_lesson` in this process of the group torchrun (or `ddp_worker`) set up; alone, the plain run.
 
-    Every process trains on its share of every batch; rank 0 alone fetches the data first, and saves.
+    The same steps as `train_lesson`, and the data-parallel ones: join the group, rank 0 fetches the data
+    first, each process takes its share of every batch, the model trains in `data_parallel`, rank 0 saves.
+    `amp` and `compile` wrap the model for notebook 11's speed features.
     """
     device = init_distributed(device, backend)
     rank, world = rank_and_world()
     try:
         _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
-        if world > 1:
-            print(f"{world} processes, each with its share of every batch")
-            if rank == 0:
-                helpers_data.ensure_mnist(train_kwargs.get("root", "data"))
-            barrier()  # the others read the data once rank 0 has verified it
-
-        def parallel(model: nn.Module) -> nn.Module:
-            return data_parallel(prepare(model) if prepare else model, device)
-
-        save = save if rank == 0 else None
-        result = train_lesson(device=device, save=save, prepare=parallel, pipelines=SHARDED_PIPELINES, **train_kwargs)
+        if len(epochs) != len(lrs):
+            raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} rates")
+        for n, lr in zip(epochs, lrs):
+            check_hparams(n, lr)
+        if save and rank == 0:
+            helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
+        print(describe_device(device) + (f"; {world} processes, each with its share of every batch" * (world > 1)))
+        if rank == 0:
+            helpers_data.ensure_mnist(root)
+        barrier()  # the others read the data once rank 0 has verified it
+        seed_everything(seed)
+        train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
+        test_set = load_mnist(root, train=False)
+        loaders = SHARDED_PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
+        model = to_device(MnistModel(784, hidden_size, 10), device)
+        trained, opt_func = mixed_precision(compile_model(model, compile), amp)
+        trained = data_parallel(trained, device)
+        history = [evaluate(trained, loaders[1])]
+        for n, lr in zip(epochs, lrs):
+            history += fit(n, lr, trained, *loaders[:2], opt_func)
+        test = evaluate(trained, loaders[2])
+        print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+        if save and rank == 0:
+            torch.save(model.state_dict(), save)
+            print(f"saved the weights to {helpers_data.shown(Path(save))}")
         barrier()  # the saved file is complete before any process returns
-        return result
+        return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
     finally:
         close_distributed()
 
@@ -461,6 +501,7 @@ def benchmark_ddp(
     """
     if nprocs < 2:
         raise ValueError(f"nprocs must be at least 2 to compare with one process, got {nprocs}")
+    check_processes(nprocs)
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
     helpers_data.ensure_mnist(root)  # once, before the processes start
@@ -499,8 +540,8 @@ def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out
                 ("DDP", data_parallel(copy.deepcopy(net), device), share),
                 ("no communication", copy.deepcopy(net), share),
             ):
-                step = lesson_step(model, torch.optim.SGD(model.parameters(), LESSON.lrs[0]))
-                runs.append({"hidden": hidden, "config": config, "run": (model, data, step), "epoch_s": []})
+                optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
+                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer), "epoch_s": []})
         for _ in range(settings["epochs"]):
             for run in runs:
                 alone = run["config"] == "1 process"
@@ -509,7 +550,7 @@ def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out
                     continue  # wait at the next barrier while rank 0 trains alone
                 torch.set_num_threads(all_threads if alone and device.type == "cpu" else shared_threads)
                 t0 = time.perf_counter()
-                train_epoch(*run["run"])  # ends by reading its means, so the device has finished
+                train_epoch(*run["run"])  # ends by reading its mean loss, so the device has finished
                 run["epoch_s"].append(time.perf_counter() - t0)
         torch.set_num_threads(shared_threads)
         barrier()

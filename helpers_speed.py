@@ -1,8 +1,9 @@
 """Speed, for notebooks 09 and 11: input pipelines and speed features measured side by side, mixed
-precision, TF32, torch.compile, a speedrun, the profiler, and the benchmark file with the README's block.
+precision, TF32, torch.compile, a speedrun and the profiler.
 
-Everything here composes around the lesson's functions in `helpers`: `fit(..., make_step=mixed_precision(...))`
-trains under autocast with a GradScaler, and `compile_model(model)` compiles its forward pass in place.
+Everything here composes around the lesson's functions in `helpers`, and wraps the model instead of changing it:
+`model, opt_func = mixed_precision(model, torch.bfloat16)` trains under autocast (float16 with a GradScaler) with
+`fit(epochs, lr, model, train_loader, val_loader, opt_func)`, and `compile_model(model)` compiles its training step.
 """
 
 from __future__ import annotations
@@ -23,23 +24,21 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
 
 from helpers import (
     LESSON,
     PIPELINES,
+    Classifier,
     DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
     as_device,
     available_devices,
     check_hparams,
-    describe_device,
     evaluate,
     fit,
     get_default_device,
-    lesson_step,
     load_mnist,
     loader_settings,
     model_device,
@@ -47,8 +46,6 @@ from helpers import (
     split_dataset,
     synchronize,
     to_device,
-    train_epoch,
-    training_step_of,
 )
 
 # ==================================================================================================
@@ -68,6 +65,21 @@ def epoch_times(seconds: Sequence[float]) -> dict[str, float]:
     return {"epoch_s": statistics.median(seconds), "epoch_s_min": min(seconds), "epoch_s_max": max(seconds)}
 
 
+def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any) -> float:
+    """One pass of the lesson's four lines over `loader`, nothing else; the mean loss, read once (a benchmark's epoch).
+
+    The read at the end waits for the device, so a timer around the call measures the work, not its queuing.
+    """
+    loss_sum = 0.0
+    for batch in loader:
+        loss = model.training_step(batch)
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        loss_sum += loss.detach()
+    return float(loss_sum / len(loader))
+
+
 def _spread(row: dict) -> str:
     return f"{row['epoch_s_min']:.3f}-{row['epoch_s_max']:.3f}"
 
@@ -80,7 +92,7 @@ PIPELINE_COLUMNS = {
     "fastest-slowest": _spread,
     "samples/s": lambda r: f"{r['samples_per_s']:,.0f}",
     "val_acc": lambda r: f"{r['val_acc']:.4f}",
-    "speed-up": lambda r: f"{r['speedup_vs_lesson']:.1f}x" if r["speedup_vs_lesson"] else "-",
+    "speed-up": lambda r: f"{r['speedup_vs_taught']:.1f}x" if r["speedup_vs_taught"] else "-",
 }
 SPEED_COLUMNS = {
     "model": lambda r: r["model"],
@@ -145,8 +157,8 @@ def tuned_loaders(
     return tuple(loaders)
 
 
-# The benchmark's pipelines: the lesson's as taught, tuned, and helpers' device-resident one.
-BENCH_PIPELINES = {"lesson": taught_loaders, "tuned": tuned_loaders, "resident": PIPELINES["resident"]}
+# The benchmark's pipelines: the loaders exactly as taught (not helpers' seeded "lesson" ones), tuned, resident.
+BENCH_PIPELINES = {"as_taught": taught_loaders, "tuned": tuned_loaders, "resident": PIPELINES["resident"]}
 
 
 def benchmark_pipelines(
@@ -163,9 +175,9 @@ def benchmark_pipelines(
 
     The configurations take turns, one epoch each (A B C A B C ...), so that a busy machine slows
     them all alike. Returns (and draws as `out_dir/bench.png`, if given) one row per pipeline and
-    device: the median seconds per epoch with its spread (fastest and slowest epoch),
-    training samples per second, validation accuracy after the same schedule (the lesson's first
-    learning rate), and the speed-up over the lesson's pipeline on the same device. On the CPU the
+    device: the median seconds per epoch with its spread (fastest and slowest epoch), training
+    samples per second, validation accuracy after the same schedule (the lesson's first learning
+    rate), and the speed-up over the loaders as taught on the same device. On the CPU the
     device-resident pipeline also runs with one thread, to show what the thread count buys.
     `limit` trains on the first `limit` training images, for a quick look.
     """
@@ -174,29 +186,10 @@ def benchmark_pipelines(
     unknown = [p for p in pipelines if p not in BENCH_PIPELINES]
     if unknown:
         raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(BENCH_PIPELINES)}")
-    devices = [str(as_device(d)) for d in (devices or available_devices())]
+    devices = [as_device(d) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     default_threads = torch.get_num_threads()
-    runs = []
-    for device_name in devices:
-        device = torch.device(device_name)
-        configs = [(p, default_threads if device.type == "cpu" else None) for p in pipelines]
-        if device.type == "cpu" and "resident" in pipelines and default_threads > 1:
-            configs.append(("resident", 1))
-        for pipeline, threads in configs:
-            train_loader, val_loader = BENCH_PIPELINES[pipeline](train_set, val_set, device=device, seed=seed)
-            seed_everything(seed)
-            model = to_device(MnistModel(), device)
-            runs.append(
-                {
-                    "pipeline": pipeline,
-                    "device": device_name,
-                    "threads": threads,
-                    "history": [],
-                    "loaders": (train_loader, val_loader),
-                    "model": model,
-                }
-            )
+    runs = [_pipeline_run(p, d, t, train_set, val_set, seed) for d in devices for p, t in _configs(d, pipelines)]
     for _ in range(epochs):
         for run in runs:
             torch.set_num_threads(run["threads"] or default_threads)
@@ -204,20 +197,17 @@ def benchmark_pipelines(
                 run["history"] += fit(1, LESSON.lrs[0], run["model"], *run["loaders"], progress=False, verbose=False)
             finally:
                 torch.set_num_threads(default_threads)
-    rows = []
-    for run in runs:
-        times = epoch_times([h["epoch_s"] for h in run["history"]])
-        train_s = statistics.median(h["train_s"] for h in run["history"])
-        rows.append(
-            {"pipeline": run["pipeline"], "device": run["device"], "threads": run["threads"]}
-            | times
-            | {"samples_per_s": len(train_set) / train_s, "val_acc": run["history"][-1]["val_acc"]}
-        )
+    rows = [
+        {"pipeline": run["pipeline"], "device": run["device"], "threads": run["threads"]}
+        | epoch_times([h["epoch_s"] for h in run["history"]])
+        | {"samples_per_s": len(train_set) / statistics.median(h["train_s"] for h in run["history"])}
+        | {"val_acc": run["history"][-1]["val_acc"]}
+        for run in runs
+    ]
     del runs  # stop worker processes
-    lessons = {r["device"]: r for r in rows if r["pipeline"] == "lesson"}
+    taught = {r["device"]: r["epoch_s"] for r in rows if r["pipeline"] == "as_taught"}
     for row in rows:
-        lesson = lessons.get(row["device"])
-        row["speedup_vs_lesson"] = lesson["epoch_s"] / row["epoch_s"] if lesson else None
+        row["speedup_vs_taught"] = taught[row["device"]] / row["epoch_s"] if row["device"] in taught else None
     if verbose:
         print(format_pipelines(rows))
     if out_dir is not None:
@@ -226,8 +216,27 @@ def benchmark_pipelines(
     return rows
 
 
+def _configs(device: torch.device, pipelines: Sequence[str]) -> list[tuple[str, int | None]]:
+    """(pipeline, CPU threads) to time on `device`: on the CPU the resident pipeline also with one thread."""
+    threads = torch.get_num_threads() if device.type == "cpu" else None
+    configs = [(p, threads) for p in pipelines]
+    return configs + [("resident", 1)] if device.type == "cpu" and "resident" in pipelines and threads > 1 else configs
+
+
+def _pipeline_run(pipeline: str, device: torch.device, threads: int | None, train_set, val_set, seed: int) -> dict:
+    """A fresh seeded model and its loaders for one configuration of `benchmark_pipelines`."""
+    loaders = BENCH_PIPELINES[pipeline](train_set, val_set, device=device, seed=seed)
+    seed_everything(seed)
+    model = to_device(MnistModel(), device)
+    return {"pipeline": pipeline, "device": str(device), "threads": threads, "loaders": loaders, "model": model} | {
+        "history": []
+    }
+
+
 def plot_pipelines(rows: Sequence[dict]):
     """Seconds per epoch for each pipeline and device, as horizontal bars; return the Figure."""
+    from matplotlib.ticker import LogLocator, ScalarFormatter
+
     plt = _pyplot()
     labels = [f"{r['pipeline']} on {r['device']}" + (f", {r['threads']} thr" if r["threads"] else "") for r in rows]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1))
@@ -235,12 +244,12 @@ def plot_pipelines(rows: Sequence[dict]):
     for y, r in enumerate(rows):
         ax.text(r["epoch_s"], y, f" {r['epoch_s']:.2f}s", va="center", fontsize=8)
     ax.invert_yaxis()
-    ax.set(
-        xscale="log", xlabel="seconds per epoch (log scale, lower is faster)", title="One epoch of the lesson's model"
-    )
-    from matplotlib.ticker import NullFormatter
-
-    ax.xaxis.set_minor_formatter(NullFormatter())  # crowded labels between the powers of ten
+    ax.set(xscale="log", xlabel="seconds per epoch (log scale, lower is faster)")
+    ax.set_title("One epoch of the lesson's model")
+    ax.xaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))  # 0.1, 0.2, 0.5, 1, 2, 5: ticks within a decade
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_locator(LogLocator(subs="all"))
+    ax.xaxis.set_minor_formatter("")
     return fig
 
 
@@ -256,10 +265,9 @@ def speedrun(
 ) -> dict:
     """Train the 784-32-10 model on a fixed schedule, as fast as possible; test it once, at the end.
 
-    The schedule (SGD with Nesterov momentum, learning rate decayed linearly to zero over `epochs`)
-    was chosen by validation accuracy on the lesson's split. Nothing looks at the test set until
-    training is over; `reached` says whether that one test accuracy is at least `target`. Data
-    preparation and validation are timed apart from training.
+    SGD with Nesterov momentum, the learning rate decayed linearly to zero over `epochs`: chosen by
+    validation accuracy on the lesson's split. `reached` says whether the one look at the test set
+    scores at least `target`. Data preparation and validation are timed apart from training.
     """
     check_hparams(epochs, lr)
     if epochs < 1:
@@ -276,21 +284,24 @@ def speedrun(
     model = to_device(MnistModel(), device)
     optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=momentum > 0)
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / (epochs * len(train)))
-    lesson = lesson_step(model, optimizer)
-
-    def step(batch: Any) -> dict:  # the lesson's step, then the learning rate's
-        out = lesson(batch)
-        schedule.step()
-        return out
-
     train_s, val_accs = 0.0, []
     for _ in range(epochs):
         t0 = time.perf_counter()
-        train_epoch(model, train, step)  # ends with a read of its sums: the device has finished
+        for batch in train:
+            loss = model.training_step(batch)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+            schedule.step()  # the learning rate falls a little after every step
+        synchronize(device)
         train_s += time.perf_counter() - t0
         val_accs.append(evaluate(model, val)["val_acc"])
     test_acc = evaluate(model, test)["val_acc"]  # the one and only look at the test set
-    result = {
+    print(
+        f"speedrun on {device}: {epochs} epochs in {train_s:.2f} s of training (+{data_s:.2f} s preparing data); "
+        f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
+    )
+    return {
         "device": str(device),
         "batch_size": batch_size,
         "lr": lr,
@@ -303,11 +314,6 @@ def speedrun(
         "train_s": train_s,
         "data_s": data_s,
     }
-    print(
-        f"speedrun on {device}: {epochs} epochs in {train_s:.2f} s of training (+{data_s:.2f} s preparing data); "
-        f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
-    )
-    return result
 
 
 def benchmark_fit(
@@ -318,12 +324,11 @@ def benchmark_fit(
     seed: int = LESSON.seed,
     verbose: bool = True,
 ) -> dict:
-    """Seconds per epoch of `helpers.fit` against bare loops over the same device-resident data.
+    """Seconds per epoch of `helpers.fit` against the lesson's four lines alone, over the same device-resident data.
 
-    "four lines" is the lesson's loop and nothing else: `model.training_step(batch)` (which measures the
-    batch's accuracy too), backward, step, zero the gradients; "loss only" computes the cross-entropy
-    alone, the price of training accuracy included. Each loop also runs the same `evaluate`. They take
-    turns, one epoch each (A B C, C B A, ...), from the same seeded weights; the first round is warm-up.
+    "four lines" is the lesson's loop and nothing else: `model.training_step(batch)`, backward, step, zero
+    the gradients, then the same `evaluate`. The two take turns, one epoch each (A B, B A, ...), from the
+    same seeded weights; the first round is warm-up.
     """
     if rounds < 2:
         raise ValueError(f"rounds must be at least 2: the first is warm-up, timed apart; got {rounds}")
@@ -332,30 +337,15 @@ def benchmark_fit(
     train, val = PIPELINES["resident"](train_set, val_set, device=device, seed=seed)
     seed_everything(seed)
     start = to_device(MnistModel(), device)
-
-    def bare(loss_of: Callable) -> Callable[[], None]:
-        model = copy.deepcopy(start)
-        optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
-
-        def epoch() -> None:
-            for batch in train:
-                loss = loss_of(model, batch)
-                loss.backward()
-                optimizer.step()
-                optimizer.zero_grad()
-            evaluate(model, val)
-
-        return epoch
-
-    fitted = copy.deepcopy(start)
+    fitted, bare = copy.deepcopy(start), copy.deepcopy(start)
+    optimizer = torch.optim.SGD(bare.parameters(), LESSON.lrs[0])
     runs = {
         "fit": lambda: fit(1, LESSON.lrs[0], fitted, train, val, progress=False, verbose=False),
-        "four lines": bare(lambda model, batch: model.training_step(batch)["loss"]),
-        "loss only": bare(lambda model, batch: F.cross_entropy(model(batch[0]), batch[1])),
+        "four lines": lambda: (train_epoch(bare, train, optimizer), evaluate(bare, val)),
     }
     seconds: dict[str, list[float]] = {name: [] for name in runs}
     for i in range(rounds):
-        for name, run in list(runs.items())[:: 1 if i % 2 else -1]:  # A B C, then C B A: no fixed order
+        for name, run in list(runs.items())[:: 1 if i % 2 else -1]:  # A B, then B A: no fixed order
             t0 = time.perf_counter()
             run()  # each ends with evaluate's read of the device: the work has finished
             seconds[name].append(time.perf_counter() - t0)
@@ -367,68 +357,16 @@ def benchmark_fit(
 
 
 def format_fit_overhead(result: dict) -> str:
-    """`benchmark_fit`'s result as a Markdown table: each loop's median epoch and spread, and the ratios."""
+    """`benchmark_fit`'s result as a Markdown table: each loop's median epoch, its spread, and the ratio."""
     loops = result["loops"]
     columns = {
         "loop": lambda r: r["loop"],
         "s/epoch (fastest-slowest)": lambda r: f"{r['epoch_s']:.3f} ({_spread(r)})",
         "vs four lines": lambda r: f"{r['epoch_s'] / loops['four lines']['epoch_s']:.3f}x",
-        "vs loss only": lambda r: f"{r['epoch_s'] / loops['loss only']['epoch_s']:.3f}x",
     }
     rows = [{"loop": name} | times for name, times in loops.items()]
     head = f"{result['images']:,} images an epoch on {result['device']}, medians of {result['rounds'] - 1} epochs\n"
     return head + markdown_table(rows, columns)
-
-
-# ==================================================================================================
-# The benchmark file and the README's measured block (make bench, make bench-report)
-# ==================================================================================================
-
-
-def write_bench(path: str | Path, **sections: list[dict]) -> None:
-    """Write the benchmark file once: where and when it was measured, then each section's rows."""
-    found = {"machine": describe_device("cpu"), "torch": torch.__version__, "date": time.strftime("%Y-%m-%d")}
-    found["devices"] = {name: describe_device(name) for name in available_devices()}
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(json.dumps(found | sections, indent=2) + "\n")
-
-
-def read_bench(path: str | Path) -> dict:
-    """The benchmark file, or an error that names it and says how to write it."""
-    try:
-        found = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{path} does not exist: run `make bench` first (or pass --file)") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as err:
-        raise ValueError(f"{path} is not a benchmark file ({err}): run `make bench` to write it again") from None
-    if not isinstance(found, dict) or not {"devices", "date", "torch"} <= found.keys():
-        raise ValueError(f"{path} is not a benchmark file (no devices, date or torch): run `make bench` to write it")
-    return found
-
-
-def bench_report(path: str | Path = "runs/bench/bench.json") -> str:
-    """The benchmark file as the README's Markdown: where it was measured, then each table."""
-    found = read_bench(path)
-    devices = "; ".join(found["devices"].values())
-    parts = [f"Measured with `make bench` on {found['date']}, PyTorch {found['torch']}: {devices}."]
-    if found.get("pipelines"):
-        parts += ["**Input pipelines** (the lesson's model, lr 0.5):", format_pipelines(found["pipelines"])]
-    if found.get("speed"):
-        parts += ["**Speed features** (steady-state epochs; the first epoch apart):", format_speed(found["speed"])]
-    return "\n\n".join(parts)
-
-
-README_BENCH = ("<!-- bench:begin -->", "<!-- bench:end -->")
-
-
-def write_bench_report(readme: str | Path, path: str | Path = "runs/bench/bench.json") -> None:
-    """Replace the README's measured block (between README_BENCH's markers) with `bench_report(path)`."""
-    text = Path(readme).read_text()
-    begin, end = README_BENCH
-    if begin not in text or end not in text:
-        raise ValueError(f"{readme} has no block to replace: put {begin} and {end} where the figures go")
-    head, rest = text.split(begin, 1)
-    Path(readme).write_text(f"{head}{begin}\n{bench_report(path)}\n{end}{rest.split(end, 1)[1]}")
 
 
 # ==================================================================================================
@@ -470,42 +408,116 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
     return dtype
 
 
-def mixed_precision(amp: torch.dtype | str | None) -> Callable:
-    """A training step maker for `fit(..., make_step=...)`: the lesson's, under autocast to `amp`, with loss scaling.
+class Wrapped(nn.Module):
+    """A model in a wrapper that changes how one of its steps runs; the weights and checkpoints stay the model's.
 
-    Decided once, nanoGPT's way: the step has no branch. Without `amp` the autocast context does
-    nothing and the GradScaler is disabled, which passes the loss and the step through unchanged.
-    float16 scales the loss up so that small gradients do not round to zero; bfloat16 needs no scaling.
+    Every lesson method passes to the model's own, so `fit` and `evaluate` train the wrapper as they would the
+    model, and a subclass changes one step. The model itself is left as it was: wrap it, never patch it (as
+    `DistributedDataParallel` and `torch.compile` do). `state_dict` is the model's, so a checkpoint loads into it.
     """
 
-    def make_step(model: nn.Module, optimizer: torch.optim.Optimizer) -> Callable[[Any], dict]:
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.module = model
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self.module(*args, **kwargs)
+
+    def training_step(self, batch: Any) -> torch.Tensor:
+        return self.module.training_step(batch)
+
+    def validation_step(self, batch: Any) -> dict:
+        return self.module.validation_step(batch)
+
+    def validation_epoch_end(self, outputs: Sequence[dict]) -> dict[str, float]:
+        return self.module.validation_epoch_end(outputs)
+
+    def epoch_end(self, epoch: int, result: dict) -> None:
+        self.module.epoch_end(epoch, result)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict:
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> Any:
+        return self.module.load_state_dict(state_dict, strict, assign)
+
+
+class MixedPrecision(Wrapped):
+    """`model`, its training step under autocast to `amp` (notebook 11); float16's loss scaled for backward.
+
+    Decided once, nanoGPT's way, so the step has no branch: without `amp` the autocast is disabled, and so is
+    the GradScaler, which then passes everything through. With float16 the scaler's `scale` hooks the loss, so
+    `loss.backward()` computes scaled gradients (small ones would round to zero in float16) while the loss
+    itself stays unscaled; the optimizer from `mixed_precision`'s `opt_func` unscales them before its step.
+    """
+
+    def __init__(self, model: nn.Module, amp: torch.dtype | str | None):
+        super().__init__(model)
         device = model_device(model)
-        dtype = autocast_dtype(amp, device)
-        autocast = torch.autocast(device.type, dtype=dtype) if dtype else contextlib.nullcontext()
-        scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-        training_step = training_step_of(model)
+        self.dtype = autocast_dtype(amp, device)
+        self.autocast = torch.autocast(device.type, dtype=self.dtype, enabled=self.dtype is not None)
+        self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
 
-        def step(batch: Any) -> dict:
-            with autocast:
-                out = training_step(batch)
-            scaler.scale(out["loss"]).backward()
-            scaler.step(optimizer)
-            scaler.update()
-            optimizer.zero_grad()
-            return out
+    def training_step(self, batch: Any) -> torch.Tensor:
+        with self.autocast:
+            loss = self.module.training_step(batch)
+        loss.register_hook(self.scaler.scale)  # backward() starts from loss x scale, as scaler.scale(loss) would
+        return loss
 
-        step.dtype = dtype  # what it autocasts to, to read back
-        return step
 
-    make_step.amp = amp  # what it was made for, to read back
-    return make_step
+class GradScaled:
+    """An optimizer whose step goes through a GradScaler: gradients unscaled, a step with inf or NaN skipped."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
+        self.optimizer, self.scaler = optimizer, scaler
+
+    def step(self) -> None:
+        self.scaler.step(self.optimizer)
+        self.scaler.update()
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        self.optimizer.zero_grad(set_to_none)
+
+    def state_dict(self) -> dict:
+        return self.optimizer.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.optimizer.load_state_dict(state)
+
+
+def mixed_precision(
+    model: nn.Module, amp: torch.dtype | str | None, opt_func: Callable = torch.optim.SGD
+) -> tuple[MixedPrecision, Callable]:
+    """`model` trained under autocast to `amp`, and the `opt_func` to give `fit` with it (notebook 11).
+
+    model, opt_func = mixed_precision(model, torch.float16)
+    fit(5, 0.5, model, train_loader, val_loader, opt_func)
+    """
+    wrapped = MixedPrecision(model, amp)
+
+    def scaled(params: Any, lr: float) -> GradScaled:
+        return GradScaled(opt_func(params, lr), wrapped.scaler)
+
+    scaled.__name__ = getattr(opt_func, "__name__", "optimizer")  # what a checkpoint records as the optimizer
+    return wrapped, scaled
+
+
+class Compiled(Wrapped):
+    """`model`, its training step compiled with `torch.compile(mode=mode)` (notebook 11); the rest as it was."""
+
+    def __init__(self, model: nn.Module, mode: str = "default"):
+        super().__init__(model)
+        self.compiled_step = torch.compile(model.training_step, mode=mode)
+
+    def training_step(self, batch: Any) -> torch.Tensor:
+        return self.compiled_step(batch)
 
 
 def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
-    """Compile `model`'s forward pass in place with `torch.compile(mode=mode)`; return the model.
+    """`model` with its training step compiled (`Compiled`), or, with `mode=False`, `model` itself.
 
-    The model stays itself: its methods, weights, hooks and checkpoints are unchanged, and
-    `training_step` calls the compiled forward. `mode=False` leaves the model as it is.
+    The training step is the forward pass and the loss: what `torch.compile` can fuse. The model keeps its
+    own methods and weights; train the returned wrapper, save either.
     """
     if not mode:
         return model
@@ -520,8 +532,7 @@ def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
         )
     # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime: not news here.
     logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
-    model.forward = torch.compile(model.forward, mode=mode)
-    return model
+    return Compiled(model, mode)
 
 
 @contextlib.contextmanager
@@ -536,12 +547,12 @@ def tf32(enabled: bool = True) -> Iterator[None]:
         matmul.fp32_precision = before
 
 
-def mlp(*sizes: int) -> nn.Sequential:
-    """A feed-forward network with ReLU between layers: mlp(784, 4096, 4096, 10) is 784-4096-4096-10."""
+def mlp(*sizes: int) -> Classifier:
+    """A feed-forward classifier with ReLU between layers: mlp(784, 4096, 4096, 10) is 784-4096-4096-10."""
     layers: list[nn.Module] = [nn.Flatten()]
     for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
         layers += [nn.Linear(n_in, n_out)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
-    return nn.Sequential(*layers)
+    return Classifier(nn.Sequential(*layers))
 
 
 # The two models of notebook 11: (layer sizes, batch size, learning rate).
@@ -573,13 +584,13 @@ def _same_order(loader: DeviceResidentLoader) -> DeviceResidentLoader:
 
 
 def _speed_config(config: str, sizes: Sequence[int], lr: float, train: DeviceResidentLoader, seed: int) -> dict:
-    """A fresh seeded model, its training step, its data and the switches of one `benchmark_speed` configuration."""
+    """A fresh seeded model, wrapped for one `benchmark_speed` configuration, its optimizer, data and switches."""
     seed_everything(seed)
     model = to_device(mlp(*sizes), train.device)
-    compile_model(model, {"compile": "default", "compile reduce-overhead": "reduce-overhead"}.get(config, False))
-    optimizer = torch.optim.SGD(model.parameters(), lr)
-    step = mixed_precision(AMP_DTYPES.get(config))(model, optimizer)
-    return {"model": model, "step": step, "tf32": config == "tf32", "train": train}
+    compiled = compile_model(model, {"compile": "default", "compile reduce-overhead": "reduce-overhead"}.get(config))
+    wrapped, opt_func = mixed_precision(compiled, AMP_DTYPES.get(config))
+    optimizer = opt_func(model.parameters(), lr)
+    return {"model": wrapped, "optimizer": optimizer, "tf32": config == "tf32", "train": train}
 
 
 def benchmark_speed(
@@ -616,7 +627,7 @@ def benchmark_speed(
                 for run in runs.values():
                     with tf32(run["tf32"]):
                         t0 = time.perf_counter()
-                        train_epoch(run["model"], run["train"], run["step"])
+                        train_epoch(run["model"], run["train"], run["optimizer"])
                         run["epoch_s"].append(time.perf_counter() - t0)  # train_epoch ends with a read: synced
             for name, run in runs.items():
                 rows.append(
@@ -673,7 +684,6 @@ def profile_training(
 
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
     device = model_device(model)
-    training_step = training_step_of(model)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     optimizer = torch.optim.SGD(model.parameters(), lr)
     batches = iter(loader)
@@ -681,10 +691,10 @@ def profile_training(
     with profile(activities=activities) as prof:
         for _ in range(steps):
             with record_function("data"):
-                images, labels = next(batches)
+                batch = next(batches)
                 synchronize(device)
             with record_function("forward"):
-                loss = training_step((images, labels))["loss"]
+                loss = model.training_step(batch)
                 synchronize(device)
             with record_function("backward"):
                 loss.backward()

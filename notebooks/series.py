@@ -1,11 +1,12 @@
 """The notebook series: run it headless, refresh the committed notebooks, stamp their Colab set-up.
 
     python notebooks/series.py run [-p NAME VALUE ...]   # papermill into a new runs/<timestamp>/, then runs/latest
-    python notebooks/series.py prepare [--out runs/test]  # copies with the test parameters, for nbval (make test)
+    python notebooks/series.py prepare [--out runs/test]  # copies with the test settings, for nbval (make test)
     python notebooks/series.py refresh                    # execute the committed notebooks in place
     python notebooks/series.py adopt runs/gpu/latest      # or take the outputs of a run (a GPU's) instead
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from fetch_series.py
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
+    python notebooks/series.py bench-report               # MAINTAINERS.md's measured block from runs/bench/
 
 This file is the command line only; each job lives in serieslib/ beside it (see serieslib/__init__.py).
 """
@@ -17,13 +18,19 @@ import ast
 import sys
 from pathlib import Path
 
-from serieslib.pages import REPO, notebook_paths, shown, stamp
-from serieslib.runs import Refused, adopt, prepare, refresh, run
+import nbformat
+from serieslib.pages import REPO, notebook_paths, settings, shown, stamp
 from serieslib.translation import LANGUAGES, TranslationError, translate
+
+sys.path.append(str(REPO))  # the series' modules (helpers, ...), which some commands use
+from serieslib.adopt import adopt  # noqa: E402
+from serieslib.bench import write_bench_report  # noqa: E402
+from serieslib.checks import Refused, check_kinds  # noqa: E402
+from serieslib.runs import prepare, refresh, run  # noqa: E402
 
 
 def _parse_value(text: str) -> object:
-    """A parameter's value: a Python literal (1, 0.5, [1, 2], None) where it reads as one, else the text."""
+    """A setting's value: a Python literal (1, 0.5, [1, 2], None) where it reads as one, else the text."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -31,29 +38,28 @@ def _parse_value(text: str) -> object:
 
 
 def _check_selection(args: argparse.Namespace) -> None:
-    """Refuse unknown notebook names, and a parameter that no selected notebook declares, before anything runs."""
+    """Refuse unknown notebook names, and a setting that no selected notebook declares or accepts, before any runs."""
     stems = [p.stem for p in notebook_paths()]
     unknown = [n for n in args.names if n not in stems and n.removesuffix(".ipynb") not in stems]
     if unknown:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}")
-    if args.parameter and args.command != "run":  # prepare passes TEST_PARAMETERS, the same in every test
-        raise SystemExit(f"-p passes parameters to `run` only; {args.command} executes the notebooks as they are")
-    if args.out and args.command not in ("run", "prepare"):
+    if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
+        raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
+    if args.out and args.command not in ("run", "prepare", "bench-report"):
         raise SystemExit(f"--out is an option of `run` and `prepare` only; {args.command} has no folder to choose")
     if args.parameter:
-        import papermill
-
-        declared = {name for p in notebook_paths(args.names) for name in papermill.inspect_notebook(str(p))}
+        paths = notebook_paths(args.names)
+        declared = {name for path in paths for name in settings(nbformat.read(path, as_version=4))}
         unused = sorted({k for k, _ in args.parameter} - declared)
         if unused:
             raise SystemExit(
-                f"no selected notebook declares the parameter(s) {', '.join(unused)}; "
-                f"they declare: {', '.join(sorted(declared))}"
+                f"no selected notebook has the setting(s) {', '.join(unused)}; they have: {', '.join(sorted(declared))}"
             )
+        check_kinds({k: _parse_value(v) for k, v in args.parameter}, paths)
 
 
 def _run(args: argparse.Namespace) -> None:
-    """`run`: execute the series with papermill, with the parameters given."""
+    """`run`: execute the series with papermill, with the settings given."""
     try:
         run({k: _parse_value(v) for k, v in args.parameter}, args.out or REPO / "runs", args.names, args.lang)
     except TranslationError as err:
@@ -61,9 +67,9 @@ def _run(args: argparse.Namespace) -> None:
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    """`prepare`: copies with the test parameters, for nbval."""
+    """`prepare`: copies with the test settings, for nbval."""
     prepared = prepare(None, args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
-    print(f"{len(prepared)} notebook(s) with the test parameters in {shown(prepared[0].parent)}")
+    print(f"{len(prepared)} notebook(s) with the test settings in {shown(prepared[0].parent)}")
 
 
 def _refresh(args: argparse.Namespace) -> None:
@@ -108,6 +114,13 @@ def _stamp(args: argparse.Namespace) -> None:
         _translate_one(lang, None, check=False)
 
 
+def _bench_report(args: argparse.Namespace) -> None:
+    """`bench-report`: MAINTAINERS.md's measured block from the benchmark file `make bench` wrote."""
+    path = args.out or REPO / "runs" / "bench" / "bench.json"
+    write_bench_report(REPO / "MAINTAINERS.md", path)
+    print(f"updated the measured block of MAINTAINERS.md from {shown(Path(path))}")
+
+
 COMMANDS = {
     "run": _run,
     "prepare": _prepare,
@@ -115,6 +128,7 @@ COMMANDS = {
     "adopt": _adopt,
     "stamp": _stamp,
     "translate": _translate,
+    "bench-report": _bench_report,
 }
 
 
@@ -132,9 +146,11 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="pass a parameter to every notebook that declares it, e.g. -p device cpu",
+        help="set a setting in every notebook that has it, e.g. -p device cpu",
     )
-    parser.add_argument("--out", type=Path, help="folder for the run (default: runs/; prepare: runs/test)")
+    parser.add_argument(
+        "--out", type=Path, help="folder for the run (default: runs/; prepare: runs/test); bench-report: its file"
+    )
     parser.add_argument(
         "--lang",
         action="append",
@@ -160,7 +176,7 @@ def main(argv: list[str] | None = None) -> None:
     _check_selection(args)
     try:
         COMMANDS[args.command](args)
-    except Refused as err:  # checked before anything was changed: the message says what to do
+    except (Refused, FileNotFoundError) as err:  # checked before anything was changed: the message says what to do
         raise SystemExit(str(err)) from None
     except KeyboardInterrupt:
         print(f"series.py {args.command}: interrupted (Ctrl-C)", file=sys.stderr)

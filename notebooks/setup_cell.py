@@ -1,11 +1,12 @@
-# @title Set-up: import `helpers` from version $version of this series' code, fetched once { display-mode: "form" }
+# @title Set-up: this notebook's settings and the series' code { display-mode: "form" }
+# The series' code: helpers.py and its modules, from the repository around this notebook or fetched once
 import os
 import sys
 import urllib.request
 from pathlib import Path
 
 VERSION = "$version"  # the version of the series' code that this notebook belongs to: git tag v$version
-CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name") / VERSION  # per version
+CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name").expanduser() / VERSION
 REPO = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "notebooks/series.py").is_file()), CACHE)
 if not (REPO / "helpers.py").is_file():  # Colab, Kaggle, a notebook on its own: fetch_series.py fetches VERSION
     URL = os.environ.get("SERIES_FETCH_URL", "https://raw.githubusercontent.com/$github/$branch/")

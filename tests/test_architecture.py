@@ -1,11 +1,14 @@
 """The module rules, read from the code: imports run one way down the chain, the lesson's module holds nothing of
-the later notebooks, no module reaches into another's private names, and no listing in 01-08 shows 09-11."""
+the later notebooks (not their imports, not their settings), no module reaches into another's private names or
+replaces a model's methods (later modules wrap the model), and no listing in 01-08 shows 09-11."""
 
 import ast
 import inspect
 import json
+import sys
 from pathlib import Path
 
+import nbformat
 import pytest
 
 import helpers
@@ -13,6 +16,11 @@ import helpers_ddp
 import helpers_speed
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "notebooks"))
+from serieslib import pages  # noqa: E402
+
+# The lesson's methods: a later module wraps the model (DDP, torch.compile) and never assigns to these on it.
+LESSON_METHODS = {"forward", "training_step", "validation_step", "validation_epoch_end", "epoch_end"}
 # Each module may import only the ones before it: the lesson's module knows nothing of what composes around it.
 CHAIN = ["helpers_data", "helpers", "helpers_speed", "helpers_ddp", "helpers_cli"]
 # What notebooks 09-11 teach, and what fetches packages: none of it belongs in the lesson's module.
@@ -71,13 +79,48 @@ def rule_breaks(sources: dict[str, str]) -> list[str]:
                 for alias in node.names
                 if alias.name.startswith("_")
             ]
+    for module, source in sources.items():
+        problems += [
+            f"{module} assigns {ast.unparse(target)}: it replaces a model's method; wrap the model instead"
+            for node in ast.walk(ast.parse(source))
+            if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign))
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+            for attribute in ast.walk(target)
+            if isinstance(attribute, ast.Attribute) and attribute.attr in LESSON_METHODS
+            if not (isinstance(attribute.value, ast.Name) and attribute.value.id == "self")
+        ]
     lesson = sources.get("helpers", "")
+    problems += [
+        f"helpers.py names {name!r}, a setting of notebooks 09-11 only: that notebook declares its settings"
+        for name in sorted(later_settings())
+        if name in {n.id for n in ast.walk(ast.parse(lesson)) if isinstance(n, ast.Name)} | strings(lesson)
+    ]
     used = imports(lesson) | attributes(lesson)
     problems += [f"helpers.py uses {name}, which notebooks 09-11 teach" for name in sorted(used & LATER)]
     problems += [
         f"helpers.py imports the package manager {name}" for name in sorted(imports(lesson) & PACKAGE_MANAGERS)
     ]
     return problems
+
+
+def strings(source: str) -> set[str]:
+    """Every string constant in a source, and every key word of a call (names a table or a call might hold)."""
+    tree = ast.parse(source)
+    found = {n.value for n in ast.walk(tree) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
+    return found | {k.arg for n in ast.walk(tree) if isinstance(n, ast.Call) for k in n.keywords if k.arg}
+
+
+def _settings(stems: str) -> set[str]:
+    return {
+        name
+        for path in sorted((REPO / "notebooks").glob(f"{stems}_*.ipynb"))
+        for name in pages.settings(nbformat.read(path, as_version=4))
+    }
+
+
+def later_settings() -> set[str]:
+    """The settings that only notebooks 09-11 have, read from their set-up cells."""
+    return (_settings("09") | _settings("1[01]")) - _settings("0[1-8]")
 
 
 def module_sources() -> dict[str, str]:
@@ -106,13 +149,22 @@ def test_the_exercise_checks_stand_apart_from_the_modules_they_check():
         ("helpers", "import helpers_speed", "helpers imports helpers_speed, which comes after it"),
         ("helpers_ddp", "count = helpers._accelerator()", "helpers_ddp uses the private helpers._accelerator"),
         ("helpers_ddp", "from helpers import _check_device", "helpers_ddp imports the private _check_device"),
-        ("helpers_cli", "from helpers import LESSON, _switch", "helpers_cli imports the private _switch"),
+        ("helpers_cli", "from helpers import LESSON, _blame_the_data", "helpers_cli imports the private _blame"),
+        ("helpers_ddp", "model.training_step = ddp", "helpers_ddp assigns model.training_step: it replaces"),
+        ("helpers_speed", "model.forward = torch.compile(model.forward)", "helpers_speed assigns model.forward"),
+        ("helpers_ddp", "model.validation_epoch_end = f", "helpers_ddp assigns model.validation_epoch_end"),
+        ("helpers", "KINDS = {'profile_steps': whole(1)}", "helpers.py names 'profile_steps', a setting of notebooks"),
     ],
 )
 def test_a_broken_rule_is_caught(module, line, expected):
     sources = module_sources()
     sources[module] += f"\n{line}\n"
     assert any(problem.startswith(expected) for problem in rule_breaks(sources)), rule_breaks(sources)
+
+
+def test_the_later_notebooks_settings_are_known():
+    """The rule above reads 09-11's settings from their set-up cells; it must find some to guard anything."""
+    assert {"bench_epochs", "profile_steps", "nprocs", "wide_limit"} <= later_settings()
 
 
 def _later_names() -> set[str]:

@@ -14,6 +14,9 @@ import helpers_data
 import helpers_ddp
 import helpers_speed
 
+sys.path.insert(0, str(helpers.Path(helpers.__file__).resolve().parent / "notebooks"))
+from serieslib import bench  # noqa: E402
+
 REPO = helpers.Path(helpers.__file__).resolve().parent
 
 
@@ -33,12 +36,8 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers_speed.BENCH_PIPELINES)
     assert [r["config"] for r in saved["speed"]] == ["float32"], "a dry run compiles nothing, converts nothing"
     readme = tmp_path / "README.md"
-    readme.write_text(
-        f"# Title\n\n{helpers_speed.README_BENCH[0]}\nold figures\n{helpers_speed.README_BENCH[1]}\n\nMore.\n"
-    )
-    assert (
-        helpers_cli.main(["bench-report", "--file", str(tmp_path / "b" / "bench.json"), "--readme", str(readme)]) == 0
-    )
+    readme.write_text(f"# Title\n\n{bench.README_BENCH[0]}\nold figures\n{bench.README_BENCH[1]}\n\nMore.\n")
+    bench.write_bench_report(readme, tmp_path / "b" / "bench.json")  # what `make bench-report` does
     text = readme.read_text()
     assert "old figures" not in text and text.startswith("# Title") and text.endswith("\n\nMore.\n")
     assert (
@@ -46,7 +45,7 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
         and helpers_speed.format_pipelines(saved["pipelines"]) in text
     )
     with pytest.raises(ValueError, match="no block to replace"):
-        helpers_speed.write_bench_report(tmp_path / "b" / "bench.json", tmp_path / "b" / "bench.json")
+        bench.write_bench_report(tmp_path / "b" / "bench.json", tmp_path / "b" / "bench.json")
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun", "--target", "0.999"]) == 0
     with pytest.raises(ValueError, match="one learning rate per phase"):
@@ -57,9 +56,14 @@ def test_command_line_passes_the_switches(monkeypatch):
     seen = {}
     monkeypatch.setattr(helpers_cli, "train_distributed", lambda **kw: seen.update(kw))
     helpers_cli.main(["--device", "cpu", "train", "--amp", "bfloat16", "--compile"])
-    assert seen["make_step"].amp == "bfloat16" and seen["prepare"].keywords == {"mode": "default"}
+    assert seen["amp"] == "bfloat16" and seen["compile"] == "default"
     helpers_cli.main(["train"])
-    assert seen["make_step"].amp is None and seen["prepare"] is None
+    assert seen["amp"] is None and seen["compile"] is False
+
+
+def test_the_command_line_is_a_parser_and_a_table_of_commands():
+    commands = helpers_cli.parser()._subparsers._group_actions[0].choices
+    assert set(commands) == set(helpers_cli.COMMANDS), "every command the parser knows has its function"
 
 
 # ---------------------------------------------------------------------------- refused before any work
@@ -99,8 +103,8 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(NotADirectoryError, match="a_file is a file, not a folder"):
         helpers_cli.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
-    with pytest.raises(FileNotFoundError, match="--readme .*nope.md is not a file"):
-        helpers_cli.main(["bench-report", "--readme", str(tmp_path / "nope.md")])
+    with pytest.raises(FileNotFoundError, match="nope.md is not a file: give the Markdown file"):
+        bench.write_bench_report(tmp_path / "nope.md", tmp_path / "bench.json")
     monkeypatch.setattr(helpers.os, "access", lambda path, mode: False)  # as for a user without the right
     with pytest.raises(PermissionError, match="is not writable; give a path you can write to"):
         helpers_cli.main(["--dry-run", "train", "--save", str(tmp_path / "w.pt")])
@@ -114,6 +118,7 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
         (["bench", "--epochs", "0"], "--epochs must be at least 1, got 0"),
         (["bench", "--limit", "0"], "--limit must be at least 1, got 0"),
         (["bench", "--ddp", "--nprocs", "1"], "--nprocs must be at least 2, got 1"),
+        (["bench", "--ddp", "--nprocs", "3"], "a batch of 128 does not split evenly over 3 processes"),
         (["speedrun", "--epochs", "0"], "--epochs must be at least 1, got 0"),
         (["speedrun", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["speedrun", "--target", "1.5"], "--target is a test accuracy from 0 to 1"),
@@ -133,12 +138,22 @@ def test_a_seed_out_of_range_is_refused_on_the_command_line(no_work, seed):
 def test_bench_report_names_a_missing_or_broken_file(tmp_path):
     missing, broken, other = tmp_path / "bench.json", tmp_path / "broken.json", tmp_path / "other.json"
     with pytest.raises(FileNotFoundError, match=r"bench.json does not exist: run `make bench` first"):
-        helpers_cli.main(["bench-report", "--file", str(missing)])
+        bench.bench_report(missing)
     broken.write_text("{not json")
     other.write_text(json.dumps([1, 2]))
     for path in (broken, other):
         with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
-            helpers_cli.main(["bench-report", "--file", str(path)])
+            bench.bench_report(path)
+
+
+def test_a_ddp_benchmark_of_processes_that_cannot_share_a_batch_is_one_line_before_any_process(tmp_path):
+    command = [sys.executable, str(REPO / "helpers_cli.py"), "bench", "--ddp", "--nprocs", "3", "--dry-run"]
+    done = subprocess.run(command, cwd=tmp_path, env=ENV, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        "error: a batch of 128 does not split evenly over 3 processes: run a number of processes that divides it "
+        "(1, 2, 4, 8, 16, ...), or change the batch size\n"
+    )
 
 
 # ---------------------------------------------------------------------------- errors, as a person at a shell sees them

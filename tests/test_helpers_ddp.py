@@ -91,15 +91,18 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
             found[f"loader_{batch_size}"] = helpers.evaluate(model, loader)
         # Training on 1001 images in batches of 128: a last batch of 105 splits 53 + 52.
         helpers.seed_everything(1)
-        ddp = helpers_ddp.data_parallel(helpers.MnistModel(), "cpu")
+        plain = helpers.MnistModel()
+        ddp = helpers_ddp.data_parallel(plain, "cpu")
         train = helpers_ddp.ShardedResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3)
-        found["train"] = helpers.train_epoch(
-            ddp, train, helpers.lesson_step(ddp, torch.optim.SGD(ddp.parameters(), 0.5))
-        )
-        weights = ddp.state_dict()  # the model stays a plain MnistModel
+        val = helpers_ddp.ShardedResidentLoader(images, labels, 256, device="cpu", uneven=True)
+        (epoch,) = helpers.fit(1, 0.5, ddp, train, val, progress=False, verbose=False)
+        seen = sum(len(labels) for _, labels in helpers_ddp.ShardedResidentLoader(images, labels, 128, device="cpu"))
+        loss_sum, count = helpers_ddp.all_reduce_sum(torch.tensor([epoch["train_loss"] * seen, seen])).tolist()
+        found["train"] = epoch | {"train_loss": loss_sum / count, "share": seen}  # each process's loss, its share's
+        found["plain_unchanged"] = not {"training_step", "forward", "validation_epoch_end"} & set(vars(plain))
+        weights = ddp.state_dict()  # the model's own: one process's weights, no "module." prefix
         try:  # batches of 8 leave rank 1 without a share of the last one: it would take one step fewer
-            step = helpers.lesson_step(ddp, torch.optim.SGD(ddp.parameters(), 0.5))
-            helpers.train_epoch(ddp, helpers_ddp.ShardedResidentLoader(images, labels, 8, device="cpu"), step)
+            helpers_ddp.ShardedResidentLoader(images, labels, 8, device="cpu")
             found["steps_error"] = None
         except ValueError as error:
             found["steps_error"] = str(error)
@@ -134,17 +137,21 @@ def test_evaluation_across_two_processes_equals_one_process(group, test_images, 
 
 
 def test_an_uneven_last_batch_trains_as_in_one_process(group, test_images):
-    """53 + 52 images: DDP's plain average of the two means would weigh them wrongly."""
+    """53 + 52 images: DDP's plain average of the two means would weigh them wrongly. Each process reports the
+    training loss of its own share; weighed by the shares, the two give one process's."""
     helpers.seed_everything(1)
     model = helpers.MnistModel()
     train = helpers.DeviceResidentLoader(*test_images, 128, shuffle=True, device="cpu", seed=3)
-    one = helpers.train_epoch(model, train, helpers.lesson_step(model, torch.optim.SGD(model.parameters(), 0.5)))
+    val = helpers.DeviceResidentLoader(*test_images, 256, device="cpu")
+    (one,) = helpers.fit(1, 0.5, model, train, val, progress=False, verbose=False)
     two = group["found"]["train"]
-    assert {k: two[k] for k in ("train_loss", "train_acc")} == pytest.approx(
-        {k: one[k] for k in ("train_loss", "train_acc")}, abs=1e-6
+    assert two["share"] == 501, "rank 0: 7 shares of 64, then 53 of the last 105"
+    assert {k: two[k] for k in ("train_loss", "val_loss", "val_acc")} == pytest.approx(
+        {k: one[k] for k in ("train_loss", "val_loss", "val_acc")}, abs=1e-6
     )
     weights = group["weights"]
     assert max((weights[k] - v).abs().max().item() for k, v in model.state_dict().items()) <= 1e-6
+    assert group["found"]["plain_unchanged"], "DDP wraps the model: none of its methods replaced"
 
 
 def test_processes_that_would_take_different_numbers_of_steps_stop_with_a_clear_error(group):

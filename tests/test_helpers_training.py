@@ -213,14 +213,26 @@ def test_evaluate_without_autograd_in_eval_mode_and_restores_mode(train_mode):
 def test_model_and_data_on_different_devices_get_a_clear_error():
     stray = helpers.MnistModel()  # never moved: on the CPU, while the data is on meta, standing in for a GPU
     batches = [(torch.rand(3, 1, 28, 28, device="meta"), torch.tensor([1, 2, 3], device="meta"))]
-    expected = r"model is on cpu but the batch is on meta: move the model to the data with to_device\(model, 'meta'\)"
-    with pytest.raises(ValueError, match=expected):
+    expected = r"model is on cpu but the batch is on meta: meta holds shapes but no values.*give the loader real data"
+    with pytest.raises(ValueError, match=expected) as info:
         helpers.evaluate(stray, batches)
+    assert "to_device(model, 'meta')" not in str(info.value), "moving the model to meta would throw its weights away"
     with pytest.raises(ValueError, match=expected):
         helpers.fit(1, 0.1, stray, batches, batches)
     cpu_batches = [(torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3]))]
     with pytest.raises(ValueError, match="the model is on meta .* no weights: create it again on cpu"):
         helpers.evaluate(helpers.MnistModel().to("meta"), cpu_batches)
+
+
+@pytest.mark.cuda
+def test_model_and_data_on_the_cpu_and_a_gpu_say_which_to_move():
+    cpu_batches = [(torch.rand(3, 1, 28, 28), torch.tensor([1, 2, 3]))]
+    gpu_batches = [helpers.to_device(batch, "cuda:0") for batch in cpu_batches]
+    with pytest.raises(ValueError, match=r"model is on cpu but the batch is on cuda:0: .*to_device\(model, 'cuda:0'\)"):
+        helpers.fit(1, 0.1, helpers.MnistModel(), gpu_batches, gpu_batches)
+    on_gpu = helpers.to_device(helpers.MnistModel(), "cuda:0")
+    with pytest.raises(ValueError, match=r"on cuda:0 but the batch is on cpu: .*DeviceDataLoader\(loader, 'cuda:0'\)"):
+        helpers.evaluate(on_gpu, cpu_batches)
 
 
 def test_evaluate_empty_loader():
@@ -288,21 +300,20 @@ def test_fit_history_records(capsys):
     history = helpers.fit(2, 0.1, helpers.MnistModel(), train, val)
     assert len(history) == 2
     for h in history:
-        assert {"val_loss", "val_acc", "train_loss", "train_acc", "train_s", "epoch_s"} <= set(h)
-        assert 0 <= h["train_acc"] <= 1 and h["epoch_s"] >= h["train_s"] > 0
+        assert {"val_loss", "val_acc", "train_loss", "train_s", "epoch_s"} <= set(h)
+        assert h["train_loss"] > 0 and h["epoch_s"] >= h["train_s"] > 0
     assert "Epoch [1], train_loss:" in capsys.readouterr().out
 
 
-def test_fit_train_metrics_are_weighted_running_means():
-    x, y = torch.rand(10, 1, 28, 28), torch.randint(0, 10, (10,))
+def test_fit_train_loss_is_the_mean_over_images_of_the_steps_losses():
+    """The last, smaller batch weighs its images, not a full batch: 4 + 1 images, not a mean of 2 batch means."""
+    torch.manual_seed(0)
     model = helpers.MnistModel()
-    start = copy.deepcopy(model)
-    loader = helpers.DeviceResidentLoader(x, y, 10, device="cpu")  # one batch: metrics of the untrained model
-    h = helpers.fit(1, 1e-9, model, loader, loader, verbose=False)[0]
+    x, y = torch.rand(5, 1, 28, 28), torch.randint(0, 10, (5,))
     with torch.no_grad():
-        out = start(x)
-    assert h["train_loss"] == pytest.approx(nn.functional.cross_entropy(out, y).item(), rel=1e-4)
-    assert h["train_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item())
+        expected = nn.functional.cross_entropy(model(x), y).item()
+    h = helpers.fit(1, 1e-12, model, [(x[:4], y[:4]), (x[4:], y[4:])], [(x, y)], verbose=False)[0]
+    assert h["train_loss"] == pytest.approx(expected, rel=1e-4)
 
 
 def test_progress_switch(monkeypatch, capsys):
@@ -399,66 +410,59 @@ class LabelSmoothing(helpers.MnistModel):
         return nn.functional.cross_entropy(self(images), labels, label_smoothing=0.3)
 
 
-class LabelSmoothingWithAccuracy(helpers.MnistModel):
-    """The same loss, reporting its accuracy too, as validation_step does: a dict with the loss in it."""
+class WithPenalty(helpers.MnistModel):
+    """A learner's model that adds to the lesson's loss, as `super().training_step(batch) + penalty`."""
 
     def training_step(self, batch):
-        images, labels = batch
-        out = self(images)
-        loss = nn.functional.cross_entropy(out, labels, label_smoothing=0.3)
-        return {"loss": loss, "acc": helpers.accuracy(out, labels), "n": len(labels)}
+        return super().training_step(batch) + 0.1 * self.linear1.weight.square().sum()
 
 
-@pytest.mark.parametrize("overridden", [LabelSmoothing, LabelSmoothingWithAccuracy])
+@pytest.mark.parametrize("overridden", [LabelSmoothing, WithPenalty])
 def test_fit_trains_through_the_models_own_training_step(overridden):
     x, y = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
     loader = helpers.DeviceResidentLoader(x, y, 64, device="cpu")
     torch.manual_seed(0)
     plain = helpers.MnistModel()
-    smoothed = overridden()
-    smoothed.load_state_dict(plain.state_dict())
+    changed = overridden()
+    changed.load_state_dict(plain.state_dict())
     with torch.no_grad():
-        out = plain(x)
-    expected = nn.functional.cross_entropy(out, y, label_smoothing=0.3).item()
-    h = helpers.fit(1, 0.5, smoothed, loader, loader, verbose=False)[0]
+        expected = changed.training_step((x, y)).item()
+    h = helpers.fit(1, 0.5, changed, loader, loader, verbose=False)[0]
     assert h["train_loss"] == pytest.approx(expected, rel=1e-5), "the loss is the overridden training_step's"
     helpers.fit(1, 0.5, plain, loader, loader, verbose=False)
-    assert not torch.equal(plain.linear1.weight, smoothed.linear1.weight), "and so are the gradients"
-    if overridden is LabelSmoothing:
-        assert "train_acc" not in h, "a training step that returns the loss alone measures nothing else"
-    else:
-        assert h["train_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item()), "what it measured"
+    assert not torch.equal(plain.linear1.weight, changed.linear1.weight), "and so are the gradients"
 
 
-def test_training_accuracy_needs_no_forward_hook():
-    """A training step that runs the model twice, or not at all, is summarised from what it returns."""
-
-    class TwoPasses(helpers.MnistModel):
-        def training_step(self, batch):
-            self(batch[0])  # a forward pass whose scores are not the step's
-            return super().training_step(batch)
-
-    x, y = torch.rand(32, 1, 28, 28), torch.randint(0, 10, (32,))
+def test_helpers_model_returns_the_loss_as_the_lesson_teaches():
+    """The lesson's own loop, `loss = model.training_step(batch); loss.backward()`, trains helpers.MnistModel."""
     torch.manual_seed(0)
-    model = TwoPasses()
-    with torch.no_grad():
-        expected = (model(x).argmax(1) == y).float().mean().item()
-    h = helpers.fit(1, 1e-9, model, [(x, y)], [(x, y)], verbose=False)[0]
-    assert h["train_acc"] == pytest.approx(expected)
-    assert not model._forward_hooks, "fit leaves no hook behind"
+    model = helpers.MnistModel()
+    x, y = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,))
+    loss = model.training_step((x, y))
+    assert isinstance(loss, torch.Tensor) and loss.dim() == 0
+    loss.backward()
+    assert model.linear1.weight.grad is not None
+    assert (WithPenalty().training_step((x, y)) * 0.0).item() == 0.0, "a subclass can compute with the loss"
 
 
-def test_a_plain_classifier_is_trained_and_evaluated_as_the_lesson_would():
+def test_a_plain_network_is_refused_with_what_to_wrap_it_in_and_trains_wrapped():
     x, y = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
     torch.manual_seed(0)
     plain = nn.Sequential(nn.Flatten(), nn.Linear(784, 10))  # no training_step, validation_step, epoch_end
-    result = helpers.evaluate(plain, [(x, y)])
+    for run in (lambda: helpers.evaluate(plain, [(x, y)]), lambda: helpers.fit(1, 0.1, plain, [(x, y)], [(x, y)])):
+        with pytest.raises(
+            TypeError, match=r"a Sequential has none of the lesson's methods.*helpers.Classifier\(model\)"
+        ):
+            run()
+    wrapped = helpers.Classifier(plain)
+    result = helpers.evaluate(wrapped, [(x, y)])
     with torch.no_grad():
         out = plain(x)
     assert result["val_loss"] == pytest.approx(nn.functional.cross_entropy(out, y).item(), rel=1e-5)
     assert result["val_acc"] == pytest.approx((out.argmax(1) == y).float().mean().item())
-    history = helpers.fit(3, 0.1, plain, [(x, y)], [(x, y)], verbose=False)
+    history = helpers.fit(3, 0.1, wrapped, [(x, y)], [(x, y)], verbose=False)
     assert history[-1]["val_loss"] < history[0]["val_loss"] < result["val_loss"], "it learns the batch it sees"
+    assert wrapped.net is plain, "the network is wrapped, not copied"
 
 
 # -------------------------------------- data kept on the device: DeviceResidentLoader (notebooks 05-08; measured in 09)
@@ -517,55 +521,39 @@ def test_a_progress_switch_that_is_neither_on_nor_off_is_named(value, monkeypatc
         helpers.fit(1, 0.1, helpers.MnistModel(), train, val, verbose=False)
 
 
-def test_a_training_step_that_returns_the_loss_alone_is_averaged_over_samples():
-    """A step made for the lesson's API returns the bare loss: its batches still weigh their sizes."""
+# ---------------------------------------------------------------------------- a notebook's settings
 
-    class LossOnly(helpers.MnistModel):
-        def training_step(self, batch):
-            return nn.functional.cross_entropy(self(batch[0]), batch[1])
-
-    torch.manual_seed(0)
-    model = LossOnly()
-    x, y = torch.rand(5, 1, 28, 28), torch.randint(0, 10, (5,))
-    with torch.no_grad():
-        expected = nn.functional.cross_entropy(model(x), y).item()  # the mean over 5 images, not over 2 batches
-    step = helpers.lesson_step(model, torch.optim.SGD(model.parameters(), 1e-12))
-    result = helpers.train_epoch(model, [(x[:4], y[:4]), (x[4:], y[4:])], step)
-    assert result["train_loss"] == pytest.approx(expected, rel=1e-4) and "train_acc" not in result
-    bare = helpers.train_epoch(model, [(x, y)], lambda batch: model.training_step(batch))  # a step returning a tensor
-    assert bare["train_loss"] == pytest.approx(expected, rel=1e-4)
-
-
-# ---------------------------------------------------------------------------- the notebooks' parameters
-
-GOOD = {"device": None, "seed": 42, "sizes": [128, 512], "hidden_size": 32, "lr1": 0.5, "spread_seeds": None}
+GOOD = {"device": None, "seed": 42, "sizes": [128, 512], "exercise_limit": None, "spread_seeds": None}
+KINDS = {
+    "device": helpers.DEVICE,
+    "seed": helpers.SEED,
+    "sizes": helpers.SIZES,
+    "exercise_limit": helpers.whole(1, 50_000, none=True),
+    "spread_seeds": helpers.SEEDS,
+}
 
 
 @pytest.mark.parametrize(
     ("name", "value", "says"),
     [
-        (
-            "sizes",
-            [],
-            "sizes must be a list of matrix sizes, whole numbers of at least 1, such as [128, 512]; it is []",
-        ),
-        ("sizes", 128, "sizes must be a list of matrix sizes"),
-        ("hidden_size", "abc", "hidden_size must be a whole number of at least 1, such as 32; it is 'abc'"),
-        ("hidden_size", 32.5, "hidden_size must be a whole number of at least 1, such as 32; it is 32.5"),
-        ("lr1", 0, "lr1 must be a positive number, such as 0.5; it is 0"),
+        ("sizes", [], "sizes must be a list of sizes, whole numbers of at least 1, such as [128, 512]; it is []"),
+        ("sizes", 128, "sizes must be a list of sizes"),
+        ("exercise_limit", "abc", "exercise_limit must be None, or a whole number of at least 1 and at most 50,000"),
+        ("exercise_limit", 60_000, "exercise_limit must be None, or a whole number of at least 1 and at most 50,000"),
+        ("exercise_limit", 32.5, "exercise_limit must be None, or a whole number of at least 1"),
         ("seed", -1, "seed must be a whole number from 0 to 2**63 - 1"),
         ("spread_seeds", [], "spread_seeds must be None, or a list of seeds"),
     ],
 )
-def test_a_wrong_parameter_is_named_with_what_it_accepts(name, value, says):
-    helpers.check_parameters(GOOD)  # the good values pass
-    with pytest.raises(ValueError, match=re.escape(says) + ".*Change it in the parameters cell"):
-        helpers.check_parameters(GOOD | {name: value})
+def test_a_wrong_setting_is_named_with_what_it_accepts(name, value, says):
+    helpers.check_settings(GOOD, **KINDS)  # the good values pass
+    with pytest.raises(ValueError, match=re.escape(says) + ".*Change it in the set-up cell"):
+        helpers.check_settings(GOOD | {name: value}, **KINDS)
 
 
-def test_a_device_parameter_that_is_no_device_says_where_it_came_from():
-    with pytest.raises(ValueError, match=r"'tpu' \(the parameter device\) is not a device name"):
-        helpers.check_parameters(GOOD | {"device": "tpu"})
+def test_a_device_setting_that_is_no_device_says_where_it_came_from():
+    with pytest.raises(ValueError, match=r"'tpu' \(the setting device\) is not a device name"):
+        helpers.check_settings(GOOD | {"device": "tpu"}, **KINDS)
 
 
 def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+import re
 from pathlib import Path
 from string import Template
 
@@ -25,6 +27,7 @@ def setup_source(version: str = SERIES_VERSION) -> str:
 
 
 SETUP = setup_source()
+CODE_MARK = "# The series' code"  # the first line of setup_cell.py's code, after the title: the settings end there
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
@@ -71,8 +74,62 @@ def nav(path: Path, titles: dict[str, str] | None = None, lang: str = "en") -> s
     return "---\n" + " &nbsp;·&nbsp; ".join(links)
 
 
+SETTING = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*) = (?P<value>.+?)(?P<comment>  # .*)?$")
+
+
+def _settings_lines(source: str) -> list[str]:
+    """The lines of a set-up cell's settings block: after its `# @title` line, up to the series' code."""
+    lines = source.splitlines()[1:]
+    end = next((i for i, line in enumerate(lines) if line.startswith(CODE_MARK)), len(lines))
+    return lines[:end]
+
+
+def settings(nb: nbformat.NotebookNode) -> dict[str, object]:
+    """A notebook's settings, by name: the `name = value` lines at the top of its set-up cell."""
+    found = {}
+    for cell in tagged(nb, "setup"):
+        for line in _settings_lines(cell.source):
+            if match := SETTING.match(line):
+                found[match["name"]] = ast.literal_eval(match["value"])
+    return found
+
+
+def setting_kinds(nb: nbformat.NotebookNode) -> dict[str, str]:
+    """Each setting's kind, as the set-up cell checks it: the source of `kind` in `check_settings(..., name=kind)`."""
+    kinds = {}
+    for cell in tagged(nb, "setup"):
+        for node in ast.walk(ast.parse(cell.source)):
+            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("check_settings"):
+                kinds |= {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
+    return kinds
+
+
+def with_settings(nb: nbformat.NotebookNode, values: dict[str, object]) -> nbformat.NotebookNode:
+    """`nb` with the settings it declares set to `values` in its set-up cell (the ones it lacks are left out)."""
+    for cell in tagged(nb, "setup"):
+        head, *lines = cell.source.splitlines()
+        count = len(_settings_lines(cell.source))
+        for i, line in enumerate(lines[:count]):
+            if (match := SETTING.match(line)) and match["name"] in values:
+                lines[i] = f"{match['name']} = {values[match['name']]!r}{match['comment'] or ''}"
+        cell.source = "\n".join([head, *lines])
+    return nb
+
+
+def setup_cell(source: str) -> str:
+    """A set-up cell rewritten from setup_cell.py: its title and the series' code; its settings and its end kept.
+
+    The end, after `import helpers`, is the notebook's own: checking its settings, the device, the exercises.
+    """
+    settings_block = _settings_lines(source)
+    lines = source.splitlines()
+    after = next((i for i, line in enumerate(lines) if line == "import helpers"), len(lines) - 1) + 1
+    title_line, *code = SETUP.splitlines()
+    return "\n".join([title_line, *settings_block, *code, *lines[after:]])
+
+
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (under the title), the set-up cell, the links to the neighbours and the metadata.
+    """Write the badge (under the title), the set-up cell's code, the links to the neighbours and the metadata.
 
     Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
     """
@@ -82,7 +139,7 @@ def stamp(path: Path, write: bool = True) -> bool:
     rest = [line for line in rest if "Open In Colab" not in line and line.strip() != "BADGE"]
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
-        cell.source = SETUP
+        cell.source = setup_cell(cell.source)
     for cell in (cell for tag in FOLDED for cell in tagged(nb, tag)):
         cell.metadata["cellView"] = "form"  # folded until a learner opens it: Colab shows the `# @title` line
         cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code

@@ -1,9 +1,10 @@
 """The series executed: prepared for nbval (`make test`), run with papermill (`make run`), refreshed in place
-(`make notebooks`), or a run's outputs adopted; and what an executed series leaves: metrics.json, figures, report.
+(`make notebooks`); and what an executed series leaves: metrics.json, figures, translations, the report.
 
-What each command may touch: `prepare` writes only into a new or empty folder, or one it marked as its own;
-`run` only into a new folder of its own, out_root/<timestamp>/, and moves out_root/latest to it once it has
-finished; `adopt` changes nothing unless every notebook it takes ran to its end without an error.
+What each command may touch is checked first (`checks`): `prepare` writes only into a new or empty folder, or one
+it marked as its own; `run` only into a new folder of its own, out_root/<timestamp>/, and moves out_root/latest to
+it once it has finished. A notebook's settings are the `name = value` lines of its set-up cell; a run's copies get
+theirs written there (`pages.with_settings`), before the first cell runs.
 """
 
 from __future__ import annotations
@@ -14,7 +15,6 @@ import json
 import logging
 import os
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -22,7 +22,8 @@ from pathlib import Path
 import nbformat
 
 from . import pages
-from .pages import REPO, notebook_paths, shown, stamp, tagged
+from .checks import LATEST_MARK, checked_settings, claim_prepared, new_run_folder
+from .pages import REPO, notebook_paths, shown, stamp, tagged, with_settings
 from .report import write_report
 from .results import format_value, metrics_of, results_cell
 from .translation import LANGUAGES, translate
@@ -30,8 +31,8 @@ from .translation import LANGUAGES, translate
 # Kernels log a warning about unencrypted local TCP at every start; keep the run's log to what matters.
 KERNEL_ARGS = ["--IPKernelApp.log_level=ERROR"]
 
-# What `make test` passes to every notebook that declares it: the CPU, and small exercises and benchmarks.
-TEST_PARAMETERS = {
+# What `make test` gives every notebook that declares it: the CPU, and small exercises and benchmarks.
+TEST_SETTINGS = {
     "device": "cpu",
     "exercise_epochs": 1,
     "exercise_limit": 2000,
@@ -39,18 +40,7 @@ TEST_PARAMETERS = {
     "bench_epochs": 2,
     "bench_limit": 5000,
 }
-
-# Parameters that name a file or folder: resolved from where the command was typed, as the kernels run in notebooks/.
-PATH_PARAMETERS = ("data_root", "checkpoint")
-PREPARED_MARK = ".series-prepared"  # inside the folder prepare made: the only non-empty folder it empties
-LATEST_MARK = ".series-latest"  # inside the copy that stands for out_root/latest where symlinks are not allowed
 UNFINISHED = ("interrupted", "kernel died")  # a notebook's status when its execution stopped part-way
-# Asked of a subprocess, so that this process never loads torch: the check each notebook's first cell makes.
-DEVICE_CHECK = "import json, sys, helpers; helpers.as_device(json.loads(sys.argv[1]), sys.argv[2])"
-
-
-class Refused(ValueError):
-    """What a command will not do, and how to fix it; the command line prints it as one line."""
 
 
 def _not_kernel_death(record: logging.LogRecord) -> bool:
@@ -59,126 +49,44 @@ def _not_kernel_death(record: logging.LogRecord) -> bool:
     return not (text.startswith("Kernel died while") or ("never retrieved" in text and "DeadKernelError" in text))
 
 
-# ---------------------------------------------------------------------------- checks before any kernel starts
-
-
-def checked_parameters(parameters: dict) -> dict:
-    """`parameters` with their paths absolute and their device checked: refused here, not by every notebook."""
-    resolved = {
-        k: str(Path(v).expanduser().resolve()) if k in PATH_PARAMETERS and isinstance(v, str) else v
-        for k, v in parameters.items()
-    }
-    if resolved.get("device") is not None:
-        check_device(resolved["device"], " (-p device)")
-    elif os.environ.get("HELPERS_DEVICE"):
-        check_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
-    return resolved
-
-
-def check_device(device: object, source: str) -> None:
-    """Refuse a device that helpers.as_device refuses here, with its message; `source` says where it came from."""
-    done = subprocess.run(
-        [sys.executable, "-c", DEVICE_CHECK, json.dumps(device), source], cwd=REPO, capture_output=True, text=True
-    )
-    if done.returncode:
-        lines = done.stderr.strip().splitlines() or [f"checking the device {device!r} failed ({done.returncode})"]
-        raise Refused(lines[-1].removeprefix("ValueError: "))
-
-
-def claim_prepared(out: Path) -> None:
-    """Make `out` prepare's folder, empty but for its mark: a new or empty folder, or one prepare marked before."""
-    if out.exists() and not out.is_dir():
-        raise Refused(f"{shown(out)} is a file, not a folder: pass --out a new folder, e.g. --out runs/test")
-    if out.is_dir() and any(out.iterdir()):
-        if not _made_by_prepare(out):
-            raise Refused(
-                f"{shown(out)} is not empty and prepare did not make it (no {PREPARED_MARK} in it); prepare "
-                "empties its folder, so it writes only into a new or empty one: pass --out e.g. runs/test"
-            )
-        shutil.rmtree(out)
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-        (out / PREPARED_MARK).write_text("Made by `python notebooks/series.py prepare`, which empties it each time.\n")
-    except OSError as err:
-        raise Refused(f"cannot write into {shown(out)} ({err.strerror}): pass --out a writable folder") from None
-
-
-def _made_by_prepare(out: Path) -> bool:
-    """Whether prepare made the folder: its mark, or (made before the mark) its parameters.json and prepared/."""
-    return (out / PREPARED_MARK).is_file() or ((out / "parameters.json").is_file() and (out / "prepared").is_dir())
-
-
-def new_run_folder(out_root: Path) -> Path:
-    """A new folder out_root/<timestamp>, made atomically: a run that starts in the same second gets <timestamp>-2."""
-    if out_root.exists() and not out_root.is_dir():
-        raise Refused(f"{shown(out_root)} is a file, not a folder for runs: move it away, or pass --out another folder")
-    _check_latest(out_root / "latest")
-    stamp_ = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1, 1000):
-        out = out_root / (stamp_ if n == 1 else f"{stamp_}-{n}")
-        try:
-            out.mkdir(parents=True)  # no exist_ok: of two runs, only one makes it
-            return out
-        except FileExistsError:
-            continue
-        except OSError as err:
-            raise Refused(
-                f"cannot make a run's folder in {shown(out_root)} ({err.strerror}): "
-                "make it a writable folder, or pass --out another one"
-            ) from None
-    raise Refused(f"{shown(out_root)} already holds 999 runs started at {stamp_}: pass --out another folder")
-
-
-def _check_latest(latest: Path) -> None:
-    """Refuse to start a run whose out_root/latest is something run did not make: it would be replaced at the end."""
-    if latest.is_symlink() or not latest.exists() or (latest / LATEST_MARK).is_file():
-        return
-    raise Refused(f"{shown(latest)} is not the link (or copy) that run makes there: move it away, then run again")
-
-
 # ---------------------------------------------------------------------------- prepare and run
 
 
-def _shared(out: Path, parameters: dict) -> dict:
-    """What every notebook of a run in `out` gets: no progress bars, the lesson's checkpoint in `out`, `parameters`."""
-    return {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | parameters
+def _shared(out: Path, values: dict) -> dict:
+    """What every notebook of a run in `out` gets: no progress bars, the lesson's checkpoint in `out`, `values`."""
+    return {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | values
 
 
-def _prepared(path: Path, shared: dict) -> nbformat.NotebookNode:
-    """The notebook at `path` ready to execute: the parameters of `shared` it declares injected, its results cell
-    appended (papermill would warn about parameters it does not declare)."""
-    import papermill
-
-    declared = papermill.inspect_notebook(str(path))
-    parameters = {k: v for k, v in shared.items() if k in declared}
-    nb = papermill.execute_notebook(
-        str(path), None, parameters=parameters, prepare_only=True, progress_bar=False, log_output=False
-    )
+def _prepared(path: Path, shared: dict, out: Path) -> nbformat.NotebookNode:
+    """The notebook at `path` ready to execute: the settings of `shared` it declares written into its set-up cell,
+    its scratch folder under `out` (so that no other run or open notebook shares it), its results cell appended."""
+    nb = nbformat.read(path, as_version=4)
+    nb = with_settings(nb, {"work_dir": str(out / "work" / path.stem)} | shared)
     nb.cells.append(results_cell(nb))
     return nb
 
 
 def prepare(
-    parameters: dict | None = None,
+    values: dict | None = None,
     out: Path = REPO / "runs" / "test",
     names: list[str] | None = None,
     check: bool = True,
 ) -> list[Path]:
-    """Copies of the notebooks in out/prepared/, `parameters` injected, committed outputs kept: nbval runs them.
+    """Copies of the notebooks in out/prepared/ with the test settings (or `values`), committed outputs kept.
 
-    papermill's prepare-only mode writes each copy without executing it. nbval then executes the copies and
-    compares the outputs of the cells tagged nbval-check-output with the committed ones; with `check=False`
-    those tags go (on other library versions the last digits move, and only the ranges are checked).
-    `out` must be new, empty, or a folder prepare made (it is emptied): anything else is refused.
+    nbval then executes the copies and compares the outputs of the cells tagged nbval-check-output with the
+    committed ones; with `check=False` those tags go (on other library versions the last digits move, and only
+    the ranges are checked). `out` must be new, empty, or a folder prepare made (it is emptied): anything else
+    is refused.
     """
     out = out.resolve()  # the kernels run in out/prepared/: paths passed to them must not be relative
-    shared = _shared(out, TEST_PARAMETERS if parameters is None else checked_parameters(parameters))
+    shared = _shared(out, TEST_SETTINGS if values is None else checked_settings(values))
     claim_prepared(out)
     (out / "prepared").mkdir()
     (out / "parameters.json").write_text(json.dumps(shared, indent=2) + "\n")
     paths = []
     for path in notebook_paths(names):
-        nb = _prepared(path, shared)
+        nb = _prepared(path, shared, out)
         if not check:
             for cell in tagged(nb, "nbval-check-output"):
                 cell.metadata["tags"].remove("nbval-check-output")
@@ -188,7 +96,7 @@ def prepare(
 
 
 def run(
-    parameters: dict | None = None,
+    values: dict | None = None,
     out_root: Path = REPO / "runs",
     names: list[str] | None = None,
     langs: list[str] | None = None,
@@ -202,10 +110,10 @@ def run(
     """
     for lang in langs or []:
         translate(names, lang, check=True)  # a missing or stale translation fails before the run, not after it
-    parameters = checked_parameters(parameters or {})
+    values = checked_settings(values or {})
     out = new_run_folder(out_root.resolve())  # resolved: the kernels run in notebooks/
     (out / "prepared").mkdir()
-    shared = _shared(out, parameters)
+    shared = _shared(out, values)
     summary, stopped = _execute_all(notebook_paths(names), out, shared)
     collect(out, summary, shared, langs)
     if stopped:
@@ -244,7 +152,7 @@ def _execute(path: Path, out: Path, shared: dict) -> dict:
     from nbclient.exceptions import DeadKernelError
 
     prepared = out / "prepared" / path.name
-    nbformat.write(_prepared(path, shared), prepared)
+    nbformat.write(_prepared(path, shared, out), prepared)
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(
@@ -395,58 +303,3 @@ def refresh(names: list[str] | None = None) -> None:
         print(f"{path.name}: executed in place in {time.perf_counter() - t0:.1f} s", flush=True)
     for lang in LANGUAGES:
         translate(names, lang)
-
-
-def adopt(folder: Path, names: list[str] | None = None) -> list[str]:
-    """Make the outputs of an executed run (`run`'s folder, e.g. a GPU's) the committed notebooks' outputs.
-
-    Cells are matched by id: the cells a run adds (papermill's injected parameters, the results cell) are left
-    out, the execution counts are numbered again from 1, and the translations are rebuilt. Every notebook is
-    checked first: one that failed, holds an error or did not finish refuses the whole adoption, changing
-    nothing. Returns the notebooks changed.
-    """
-    taken, problems = {}, []
-    for path in notebook_paths(names):
-        if (folder / path.name).is_file():
-            executed = nbformat.read(folder / path.name, as_version=4)
-            problem = _not_adoptable(path, executed)
-            if problem:
-                problems.append(f"{shown(folder / path.name)} {problem}")
-            else:
-                taken[path] = executed
-    if problems:
-        others = f"python notebooks/series.py adopt {folder} {' '.join(p.stem for p in taken)}"
-        raise Refused(
-            f"nothing adopted: {'; '.join(problems)}" + (f" (or adopt the others alone: {others})" if taken else "")
-        )
-    if not taken:
-        raise Refused(f"{shown(folder)} holds none of the notebooks asked for: give the folder of an executed run")
-    for path, executed in taken.items():
-        _take_outputs(path, executed)
-    for lang in LANGUAGES:
-        translate(names, lang)
-    return [path.name for path in taken]
-
-
-def _not_adoptable(path: Path, executed: nbformat.NotebookNode) -> str | None:
-    """Why `executed` cannot give the committed notebook at `path` its outputs, with the fix; None if it can."""
-    status = executed.metadata.get("series", {}).get("status")
-    if status:
-        return f"did not finish ({status}): run it again"
-    for number, cell in enumerate(executed.cells, 1):
-        errors = [o for o in cell.get("outputs", []) if o.output_type == "error"]
-        if errors or cell.get("metadata", {}).get("papermill", {}).get("exception"):
-            error = f": {errors[0].ename}: {errors[0].evalue}" if errors else ""
-            return f"failed in cell {number} (id {cell.id}){error}; fix it and run it again"
-    ids = {c.id for c in executed.cells}
-    missing = [c.id for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code" and c.id not in ids]
-    return f"lacks cells {', '.join(missing)}: run it from this code" if missing else None
-
-
-def _take_outputs(path: Path, executed: nbformat.NotebookNode) -> None:
-    """Give the committed notebook at `path` the outputs of `executed`, cell by cell id, counted again from 1."""
-    outputs = {c.id: c.outputs for c in executed.cells if c.cell_type == "code"}
-    nb = nbformat.read(path, as_version=4)
-    for count, cell in enumerate((c for c in nb.cells if c.cell_type == "code"), 1):
-        cell.outputs, cell.execution_count = outputs[cell.id], count
-    nbformat.write(nb, path)
