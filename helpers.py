@@ -152,12 +152,12 @@ def describe_device(device: str | torch.device | None = None) -> str:
 
 
 def describe_run(device: str | torch.device | None = None) -> str:
-    """Where the outputs below a notebook's first cell were computed, and what that means for its GPU figures."""
+    """One line for a notebook's set-up cell: the device this run computes on, and what it means for GPU figures."""
     device = get_default_device(device)
-    where = f"These outputs were computed on {describe_device(device)}, with PyTorch {torch.__version__}."
+    where = f"This run computes on {describe_device(device)}, with PyTorch {torch.__version__}."
     if device.type == "cpu":
-        return where + "\nNo GPU took part: where the text speaks of a GPU, it says what to expect, not what was shown."
-    return where + f"\nThe GPU figures below were measured on this {device.type} device."
+        return where + " No GPU here: where the text speaks of a GPU, it says what to expect."
+    return where + f" The GPU figures below are measured on this {device.type} device."
 
 
 def synchronize(device: str | torch.device) -> None:

@@ -3,6 +3,7 @@
 import os
 import sys
 import urllib.request
+import warnings
 from pathlib import Path
 
 VERSION = "$version"  # the version of the series' code that this notebook belongs to: git tag v$version
@@ -18,5 +19,6 @@ if not (REPO / "helpers.py").is_file():  # Colab, Kaggle, a notebook on its own:
         raise RuntimeError(f"{URL} sent a web page, not Python: log in to the Wi-Fi, or check the connection") from None
     REPO = fetched["fetch_series"](CACHE, VERSION)
 sys.path.insert(0, str(REPO))
+warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (notebook 02)
 print(f"Series code v{VERSION} from {REPO if REPO == CACHE else 'the repository around this notebook'}")
 import helpers

@@ -53,7 +53,8 @@ def test_missing_device_names_what_is_available(name, monkeypatch):
     with pytest.raises(ValueError, match=r"not available on this machine; available: cpu\."):
         helpers.get_default_device(name)
     monkeypatch.setenv("HELPERS_DEVICE", name)
-    with pytest.raises(ValueError, match="available: cpu"):
+    source = r"\(from the environment variable HELPERS_DEVICE\) is not available on this machine; available: cpu"
+    with pytest.raises(ValueError, match=rf"'{name}' {source}"):  # the variable it came from, named
         helpers.get_default_device()
 
 
@@ -128,10 +129,11 @@ def test_describe_cpu():
     assert text.startswith("cpu:") and f"{torch.get_num_threads()} PyTorch threads" in text
 
 
-def test_describe_run_says_which_device_made_the_outputs_and_what_gpu_figures_are():
+def test_describe_run_says_which_device_this_run_computes_on_and_what_gpu_figures_are():
     text = helpers.describe_run("cpu")
+    assert text.startswith("This run computes on ") and "\n" not in text, "one line, true whenever it runs"
     assert helpers.describe_device("cpu") in text and torch.__version__ in text
-    assert "No GPU took part" in text and "what to expect" in text
+    assert "No GPU here" in text and "what to expect" in text
 
 
 @pytest.mark.cuda
