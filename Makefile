@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test site
+.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test site site-test
 
 venv: $(VENV)
 
@@ -100,3 +100,11 @@ site: $(SITE_VENV)
 	@[ "$$(id -u)" != 0 ] || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || ! command -v apt-get >/dev/null || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	$(SITE_PY) website/make_site.py
+
+## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages, the
+## searches, and planted defects that must be caught. Installs chromium and chromium-driver as browser-test does.
+site-test: site $(VENV)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
+		echo "site-test: could not install chromium and chromium-driver; the test will skip"
+	SITE_TEST=1 PYTHONPATH=tests $(PY) -m pytest tests/test_site.py $(ARGS)
