@@ -166,35 +166,46 @@ def _words(text: str) -> str:
     return " ".join(text.split())
 
 
-def _cell_text(cell: dict) -> str:
-    """What a cell holds as text: its source and its outputs."""
-    parts = [cell["source"]]
+def _outputs(cell: dict) -> str:
+    """The text of a cell's outputs."""
+    texts = [output.get("text", "") for output in cell.get("outputs", [])]
     for output in cell.get("outputs", []):
-        parts.append(output.get("text", ""))
-        parts += [output.get("data", {}).get(mime, "") for mime in ("text/plain", "text/markdown", "text/html")]
-    return "\n".join(p if isinstance(p, str) else "".join(p) for p in parts)
+        texts += [output.get("data", {}).get(mime, "") for mime in ("text/plain", "text/markdown", "text/html")]
+    return "\n".join(t if isinstance(t, str) else "".join(t) for t in texts)
+
+
+def _folded_code(cell: dict) -> str:
+    """The code of a solution: a code cell's, less Colab's title line (the fold shows it), or a Markdown cell's
+    ```python blocks (inside its <details>)."""
+    source = "".join(cell["source"])
+    if cell["cell_type"] == "code":
+        return "\n".join(line for line in source.splitlines() if not line.startswith("# @title"))
+    return "\n".join(re.findall(r"^```python\n(.*?)^```", source, re.MULTILINE | re.DOTALL))
 
 
 def hidden_lines(notebook: Path) -> dict[str, list[str]]:
-    """Lines of a notebook's cells that its page must not show, found by the cells' tags, each long enough and on
-    no shown cell: "removed" (the set-up, parameters and machinery cells: not on the page at all), "answers" (the
-    outputs of a solution's code: not on the page at all), "folded" (a solution's code: only after a click)."""
+    """Lines of a notebook's cells that its page must not show, found by the cells' tags: "removed" (the set-up,
+    parameters and machinery cells: not on the page at all), "answers" (the outputs of a solution's code: not on the
+    page at all), "folded" (a solution's code: only after a click). Each is long enough, and in no other text that
+    the page may hold where it is looked for."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
-    tagged = [(cell, set(cell["metadata"].get("tags", []))) for cell in cells]
-    shown = _words("\n".join(_cell_text(c) for c, tags in tagged if not {"solution", *REMOVED} & tags))
-    found = {"removed": [], "answers": [], "folded": []}
-    for cell, tags in tagged:
-        source = "".join(cell["source"]).splitlines()
-        if REMOVED & tags:
-            found["removed"] += [*source, *_cell_text(cell | {"source": ""}).splitlines()]
-        elif "solution" in tags and cell["cell_type"] == "code":
-            found["answers"] += _cell_text(cell | {"source": ""}).splitlines()
-            found["folded"] += [line for line in source if not line.startswith("# @title")]
-        elif "solution" in tags:  # <details><summary>…</summary> and a ```python block: the code is folded
-            code = re.findall(r"^```python\n(.*?)^```", "".join(cell["source"]), re.MULTILINE | re.DOTALL)
-            found["folded"] += "\n".join(code).splitlines()
-    telling = lambda line: len(line) >= SHORTEST and line not in shown  # noqa: E731
-    return {kind: list(filter(telling, map(_words, lines))) for kind, lines in found.items()}
+    tags = [set(cell["metadata"].get("tags", [])) for cell in cells]
+    removed = [i for i, t in enumerate(tags) if REMOVED & t]
+    solutions = [i for i, t in enumerate(tags) if "solution" in t and i not in removed]
+    shown = [i for i in range(len(cells)) if i not in removed + solutions]
+    source = lambda i: "".join(cells[i]["source"])
+    both = lambda i: source(i) + "\n" + _outputs(cells[i])
+    found = {  # kind: (its text, the text that the page may show where that kind is looked for)
+        "removed": (map(both, removed), map(both, shown + solutions)),
+        "answers": ([_outputs(cells[i]) for i in solutions], [*map(source, solutions), *map(both, shown)]),
+        "folded": ([_folded_code(cells[i]) for i in solutions], map(both, shown)),
+    }
+    lines = {}
+    for kind, (hidden, elsewhere) in found.items():
+        other = _words("\n".join(elsewhere))
+        candidates = map(_words, "\n".join(hidden).splitlines())
+        lines[kind] = [line for line in candidates if len(line) >= SHORTEST and line not in other]
+    return lines
 
 
 def expected_launch(lang: str, name: str) -> dict[str, str]:
