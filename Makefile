@@ -5,7 +5,7 @@ PY := .venv/bin/python
 VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test
+.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test site site-test
 
 venv: $(VENV)
 
@@ -83,3 +83,28 @@ browser-test: $(VENV)
 		echo "browser-test: could not install chromium and chromium-driver; the test will skip"
 	@start=$$(date +%s); BROWSER_TEST=1 PYTHONPATH=tests $(PY) -m pytest -s tests/test_jupyterlab.py $(ARGS); \
 		status=$$?; echo "browser-test: $$(( $$(date +%s) - start )) s"; exit $$status
+
+## The series as a website: site/ in English, site/zh/ in Chinese, from the committed notebooks and outputs, executing
+## nothing and fetching nothing (website/make_site.py: Sphinx, myst-nb, sphinx-book-theme). Its packages,
+## requirements-site.txt, go into their own .venv-site; as root it installs Debian's fonts-noto-cjk if missing (the
+## Chinese pages' webfont, cut down at build time). Read it: python -m http.server -d site, then http://localhost:8000
+SITE_PY := .venv-site/bin/python
+SITE_VENV := .venv-site/.installed-$(shell cksum < requirements-site.txt | cut -d' ' -f1)
+
+$(SITE_VENV): requirements-site.txt
+	test -x $(SITE_PY) || $(PYTHON) -m venv .venv-site
+	$(SITE_PY) -m pip install --quiet --disable-pip-version-check -r requirements-site.txt
+	rm -f .venv-site/.installed-* && touch $@
+
+site: $(SITE_VENV)
+	@[ "$$(id -u)" != 0 ] || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || ! command -v apt-get >/dev/null || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
+	$(SITE_PY) website/make_site.py
+
+## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages, the
+## searches, and planted defects that must be caught. Installs chromium and chromium-driver as browser-test does.
+site-test: site $(VENV)
+	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
+		echo "site-test: could not install chromium and chromium-driver; the test will skip"
+	SITE_TEST=1 PYTHONPATH=tests $(PY) -m pytest tests/test_site.py $(ARGS)
