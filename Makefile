@@ -1,27 +1,42 @@
-# The README's two commands are `make run` (execute the whole notebook series headless) and
-# `make test` (lint and every test). Each creates .venv and installs requirements.txt when needed.
+# A learner's command is `make lab` (JupyterLab on the notebooks, with requirements.txt); the README's two
+# maintainers' commands are `make run` (execute the whole notebook series headless) and `make test` (lint and every
+# test), which add requirements-dev.txt. Each creates .venv when needed, first checking the Python it is made with.
 PYTHON ?= python3
 PY := .venv/bin/python
-VENV := .venv/.installed-$(shell cksum < requirements.txt | cut -d' ' -f1)
+LEARNER_VENV := .venv/.learner-$(shell cksum < requirements.txt | cut -d' ' -f1)
+VENV := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv browser-test site site-test
+.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv lab browser-test site site-test
 
 venv: $(VENV)
 
-$(VENV): requirements.txt
-	test -x $(PY) || $(PYTHON) -m venv .venv
+# The Python that makes .venv (3.11 or newer), and a .venv made by another Python: each said before pip runs.
+.venv/bin/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python 3.11 or newer needed; found " + sys.version.split()[0] + " ($(PYTHON)). Install a newer one, then: make $(MAKECMDGOALS) PYTHON=python3.11")'
+	$(PYTHON) -m venv .venv
+
+$(LEARNER_VENV): requirements.txt .venv/bin/python
+	@$(PY) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "the .venv here was made by Python " + sys.version.split()[0] + ", which is too old: delete it (rm -r .venv) and run make again")'
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	rm -f .venv/.learner-* && touch $@
+
+$(VENV): requirements.txt requirements-dev.txt $(LEARNER_VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	rm -f .venv/.installed-* && touch $@
 
-## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" passes parameters;
+## What a learner runs: JupyterLab on the notebooks, in .venv with requirements.txt alone (then open 01_gpu_runtime).
+lab: $(LEARNER_VENV)
+	.venv/bin/jupyter lab notebooks/
+
+## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" sets a notebook setting;
 ## ARGS="--lang zh" also writes the executed notebooks in Chinese, without a second execution).
 run: $(VENV)
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, then one pytest session: nbval executes every notebook once (small parameters, injected by papermill
-## into runs/test/prepared/) and compares its checked cells with the committed outputs; then every test, the
-## notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
+## Lint, then one pytest session: nbval executes every notebook once (small settings, written into each copy's
+## set-up cell in runs/test/prepared/) and compares its checked cells with the committed outputs; then every test,
+## the notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 
 test: $(VENV) lint
@@ -64,7 +79,7 @@ bench: $(VENV)
 
 ## Replace MAINTAINERS.md's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
 bench-report: $(VENV)
-	$(PY) helpers_cli.py bench-report --readme MAINTAINERS.md
+	$(PY) notebooks/series.py bench-report
 
 speedrun: $(VENV)
 	$(PY) helpers_cli.py speedrun

@@ -284,8 +284,9 @@ def load_fashion_mnist(
 
 
 def _load(dataset: type, root: str | Path, train: bool, transform: Callable | None, served: str) -> Dataset:
+    root = Path(root).expanduser()
     loaded = dataset(str(root), train=train, transform=transform, download=False)
-    raw = helpers_data.shown(Path(root) / dataset.__name__ / "raw")
+    raw = helpers_data.display_path(Path(root) / dataset.__name__ / "raw")
     where = {
         "local": f"local files in {raw} (MD5 verified)",
         "torchvision": f"torchvision's download into {raw}",
@@ -599,7 +600,7 @@ def check_hparams(epochs: Any, lr: Any) -> None:
 
 def check_save_path(path: str | Path) -> Path:
     """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
-    path = Path(path)
+    path = Path(path).expanduser()
     helpers_data.check_writable(path.parent, folder=True)
     path.parent.mkdir(parents=True, exist_ok=True)
     helpers_data.check_writable(path)
@@ -629,6 +630,7 @@ def fit(
     check_hparams(epochs, lr)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
     history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
     kept = copy.deepcopy(model.state_dict())  # the weights of the last completed epoch, put back on an error
     try:
@@ -771,7 +773,7 @@ def save_checkpoint(
     rng: dict | None = None,
 ) -> Path:
     """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08)."""
-    path = Path(path)
+    path = Path(path).expanduser()
     state = {
         "format": CHECKPOINT_FORMAT,
         "model": model.state_dict(),
@@ -849,14 +851,15 @@ def load_checkpoint(
     weights and optimizer state to wherever the model's parameters are. Every check passes before
     anything is loaded, so a checkpoint that does not fit leaves model and optimizer as they were.
     """
-    path = Path(path)
+    path = Path(path).expanduser()
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train first to create it")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
         raise ValueError(
-            f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {err}"
+            f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {err}. Delete it "
+            "and save it again (notebook 05 saves runs/lesson.ckpt; notebooks 06 and 07 train again without it)"
         ) from err
     _check_checkpoint(path, state)
     if model is not None and (problem := _shape_mismatch(state["model"], model)):
@@ -1230,6 +1233,7 @@ def train_lesson(
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, PIPELINES))}")
     device = get_default_device(device)
+    save = Path(save).expanduser() if save else None
     if save:
         helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
     print(describe_device(device))
@@ -1245,7 +1249,7 @@ def train_lesson(
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
     if save:
         torch.save(model.state_dict(), save)
-        print(f"saved the weights to {helpers_data.shown(Path(save))}")
+        print(f"saved the weights to {helpers_data.display_path(Path(save))}")
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
 
 

@@ -99,11 +99,6 @@ def _check_files(raw: Path, hashes: dict[str, str]) -> dict[str, str]:
     return problems
 
 
-def check_mnist_files(root: str | Path = "data") -> dict[str, str]:
-    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good)."""
-    return _check_files(Path(root) / "MNIST" / "raw", MNIST_MD5)
-
-
 def atomic_write(path: Path, data: bytes) -> None:
     """Write bytes so that readers see the old file or the whole new one, never a torn one."""
     try:
@@ -364,8 +359,8 @@ _HOW_TO_FIX = {
 }
 
 
-def shown(path: Path) -> str:
-    """`path` relative to the working folder when that is short, else absolute."""
+def display_path(path: Path) -> str:
+    """`path` as a message shows it: relative to the working folder when that is short, else absolute."""
     try:
         relative = os.path.relpath(path)
     except ValueError:  # another drive on Windows
@@ -376,7 +371,7 @@ def shown(path: Path) -> str:
 def _ensure(root: str | Path, folder: str, source: str) -> str:
     """Make sure verified IDX files of `folder` (MNIST or FashionMNIST) are in `<root>/<folder>/raw`."""
     hashes, sources, fetchers = _DATASETS[folder]
-    root = Path(root)
+    root = Path(root).expanduser()
     variable = f"{folder.upper()}_SOURCE"
     source = os.environ.get(variable, source) if source == "auto" else source
     if source != "auto" and source not in sources:
@@ -431,7 +426,7 @@ def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto") -> str
 
 def check_writable(path: str | Path, folder: bool = False) -> None:
     """Fail before any work if the file `path` (with `folder`, a folder made when missing) cannot be written."""
-    path = Path(path)
+    path = Path(path).expanduser()
     kind = "folder" if folder else "file"
     if path.exists() and path.is_dir() != folder:
         raise ValueError(f"cannot write to {path}: it is a {'file' if folder else 'folder'}; give a {kind} path")

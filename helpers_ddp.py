@@ -388,6 +388,7 @@ def train_distributed(
     """
     device = init_distributed(device, backend)
     rank, world = rank_and_world()
+    save = Path(save).expanduser() if save else None
     try:
         _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
         if len(epochs) != len(lrs):
@@ -414,7 +415,7 @@ def train_distributed(
         print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
         if save and rank == 0:
             torch.save(model.state_dict(), save)
-            print(f"saved the weights to {helpers_data.shown(Path(save))}")
+            print(f"saved the weights to {helpers_data.display_path(Path(save))}")
         barrier()  # the saved file is complete before any process returns
         return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
     finally:

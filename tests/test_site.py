@@ -42,7 +42,7 @@ SHORTEST = 12  # characters: a shorter line of a hidden cell may well be on the 
 
 if os.environ.get("SITE_TEST") != "1":
     pytest.skip("the website in Chromium: `make site-test` runs it", allow_module_level=True)
-webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements.txt has it)")
+webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements-dev.txt has it)")
 from selenium.common.exceptions import WebDriverException  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 

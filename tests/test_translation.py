@@ -13,6 +13,7 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from conftest import translated_paths
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
@@ -36,7 +37,7 @@ def _pair(path):
 
 
 def test_every_notebook_has_a_chinese_edition():
-    assert [p.name for p in translation.translated_paths("zh")] == [p.name for p in ENGLISH]
+    assert [p.name for p in translated_paths("zh")] == [p.name for p in ENGLISH]
     expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md"]
     assert sorted(p.name for p in ZH.glob("*.md")) == sorted(expected)
 
@@ -190,7 +191,7 @@ def test_no_stray_space_between_chinese_characters_wrapped_onto_two_lines():
         "正文 `code`（括号）的**后端**以及[保存和加载模型](https://x.org)的教程，见\n[`helpers.py`](h.py)\n"
         "[链接](a.md)之后\n![图](a.png)说明"
     )
-    for path in translation.translated_paths("zh"):
+    for path in translated_paths("zh"):
         for cell in nbformat.read(path, as_version=4).cells:
             if cell.cell_type == "markdown":
                 assert translation.unwrap_cjk(cell.source) == cell.source, f"{path.name} {cell.id}"
@@ -239,7 +240,7 @@ def _chinese_markdown() -> list[tuple[str, str]]:
     """(where, text) for every Markdown cell of the Chinese notebooks, and the Chinese README."""
     cells = [
         (f"{path.name} {cell.id}", cell.source)
-        for path in translation.translated_paths("zh")
+        for path in translated_paths("zh")
         for cell in nbformat.read(path, as_version=4).cells
         if cell.cell_type == "markdown"
     ]
@@ -391,7 +392,7 @@ def test_ruff_reads_the_chinese_notebooks():
         [sys.executable, "-m", "ruff", "check", "--show-files", "."], cwd=REPO, capture_output=True, text=True
     )
     shown = {Path(line.strip()).resolve() for line in done.stdout.splitlines() if line.strip().endswith(".ipynb")}
-    assert {p.resolve() for p in translation.translated_paths("zh")} <= shown
+    assert {p.resolve() for p in translated_paths("zh")} <= shown
 
 
 def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):

@@ -27,7 +27,7 @@ def setup_source(version: str = SERIES_VERSION) -> str:
 
 
 SETUP = setup_source()
-CODE_MARK = "# The series' code"  # the first line of setup_cell.py's code, after the title: the settings end there
+CODE_MARK = "import os"  # the first line of setup_cell.py's code, after its title: a set-up cell's settings end there
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:

@@ -101,11 +101,6 @@ def translation_file(name: str, lang: str = "zh") -> Path:
     return pages.NOTEBOOKS / lang / f"{Path(name).stem}.md"
 
 
-def translated_paths(lang: str = "zh") -> list[Path]:
-    """The committed translated notebooks, e.g. notebooks/zh/01_gpu_runtime.ipynb, in order."""
-    return sorted((pages.NOTEBOOKS / lang).glob("[0-9][0-9]_*.ipynb"))
-
-
 def read_translation(path: Path) -> dict[str, tuple[str, str]]:
     """Cell id -> (hash of the English it translates, translated text), from one translation file."""
     if not path.is_file():
