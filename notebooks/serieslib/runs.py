@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import pages
+from . import exercises, pages
 from .pages import REPO, notebook_paths, shown, stamp, tagged
 from .report import write_report
 from .results import format_value, metrics_of, results_cell
@@ -178,7 +178,7 @@ def prepare(
     (out / "parameters.json").write_text(json.dumps(shared, indent=2) + "\n")
     paths = []
     for path in notebook_paths(names):
-        nb = _prepared(path, shared)
+        nb = exercises.with_proofs(_prepared(path, shared), path.stem)  # make test proves every worked solution
         if not check:
             for cell in tagged(nb, "nbval-check-output"):
                 cell.metadata["tags"].remove("nbval-check-output")
