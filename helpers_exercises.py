@@ -98,12 +98,12 @@ class Unanswered(Exception):
 class Exercise:
     """One exercise: its check of the learner's objects, a hint, and a worked solution (its idea and its code)."""
 
-    number: int
     title: str  # the worked solution's: "Solution 1: <title>"
     check_answer: Callable[[dict], Said] | None  # namespace -> the "Correct" message; raises NotYet. None: open-ended
-    hint_text: str
+    nudge: str  # what hint() says
     idea: str  # the worked solution in a sentence
-    code: str  # the worked solution: the exercise cell, its blanks filled
+    code: str  # the worked solution: the exercise's cell, its blanks filled
+    number: int = 0  # set by register: 1, 2, ... in the notebook's order
     namespace: dict = dataclasses.field(default_factory=dict, repr=False)
     lang: str = "en"
     passed: bool = False  # what the last check() found; check() returns nothing, so a cell shows no Out[]
@@ -126,7 +126,7 @@ class Exercise:
 
     def hint(self) -> None:
         """Print a nudge towards the answer."""
-        self._show("hint", Said(self.hint_text))
+        self._show("hint", Said(self.nudge))
 
     def solution(self) -> None:
         """Print the worked solution: what it does, then its code."""
@@ -160,8 +160,7 @@ REGISTRY: dict[str, list[Exercise]] = {}
 
 def register(notebook: str, *exercises: Exercise) -> None:
     """The exercises of `notebook`, numbered 1, 2, ... in order."""
-    assert [e.number for e in exercises] == list(range(1, len(exercises) + 1)), notebook
-    REGISTRY[notebook] = list(exercises)
+    REGISTRY[notebook] = [dataclasses.replace(e, number=n) for n, e in enumerate(exercises, 1)]
 
 
 def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
@@ -205,11 +204,12 @@ def _kind(value: Any) -> str:
 
 
 def _learners_line(err: BaseException) -> str:
-    """The last line of the learner's own code in `err`'s traceback: not this module's, not a library's."""
-    libraries = ("site-packages", "dist-packages", "<frozen")
+    """The last line of the learner's own code in `err`'s traceback: not the series' modules', not a library's."""
+    series, libraries = str(Path(__file__).parent), ("site-packages", "dist-packages", "<frozen")
     for frame in reversed(traceback.extract_tb(err.__traceback__)):
         name = frame.filename
-        if name != __file__ and not any(part in name for part in libraries) and not name.startswith(sys.base_prefix):
+        theirs = str(Path(name).parent) == series or name.startswith(sys.base_prefix)  # or the standard library's
+        if not theirs and not any(part in name for part in libraries):
             return (frame.line or "").strip()
     return ""
 
@@ -410,13 +410,12 @@ def _check_fashion_loader(namespace: dict) -> Said:
 register(
     "02_data_loading",
     Exercise(
-        1,
         "batch sizes",
         _check_batch_counts,
-        "an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
-        "count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
+        nudge="an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
+        idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
         "drawing the images at each size",
-        """batches = {}
+        code="""batches = {}
 for size in (32, 128, 512):
     count = len(DataLoader(train_set, size))
     batches[size] = (count, len(train_set) - (count - 1) * size)
@@ -431,13 +430,12 @@ for size, (count, last) in batches.items():
     print(f"batch {size:>3}: {count:>4} batches, the last of {last:>3}; {drawn}")""",
     ),
     Exercise(
-        2,
         "Fashion-MNIST",
         _check_fashion_loader,
-        "helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a batch "
+        nudge="helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a batch "
         "size and shuffle=True",
-        "load the dataset, wrap it in a shuffled DataLoader, show one batch",
-        """fashion_loader = DataLoader(
+        idea="load the dataset, wrap it in a shuffled DataLoader, show one batch",
+        code="""fashion_loader = DataLoader(
     helpers.load_fashion_mnist(DATA), 32, shuffle=True, generator=torch.Generator().manual_seed(seed)
 )
 helpers.show_batch(fashion_loader)
@@ -564,13 +562,12 @@ def _check_two_hidden_layers(namespace: dict) -> Said:
 register(
     "03_model",
     Exercise(
-        1,
         "parameters against hidden size",
         _check_parameter_counts,
-        "make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
+        nudge="make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
         "nn.Linear(a, b) has a × b weights and b biases",
-        "count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
-        """parameters = {}
+        idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
+        code="""parameters = {}
 for h in (16, 64, 128, 1024):
     parameters[h] = sum(p.numel() for p in helpers.MnistModel(784, h, 10).parameters())
 
@@ -579,13 +576,12 @@ for h, total in parameters.items():
     print(f"hidden {h:>4}: {total:>7,} parameters, {first / total:.0%} of them in the first layer")""",
     ),
     Exercise(
-        2,
         "two hidden layers",
         _check_two_hidden_layers,
-        "three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then return "
+        nudge="three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then return "
         "the last one's output; then deeper = TwoHiddenLayers()",
-        "three linear layers, a ReLU after each of the first two",
-        """class TwoHiddenLayers(nn.Module):
+        idea="three linear layers, a ReLU after each of the first two",
+        code="""class TwoHiddenLayers(nn.Module):
     def __init__(self):
         super().__init__()
         self.linear1 = nn.Linear(784, 64)
@@ -714,12 +710,11 @@ def _check_dict_to_device(namespace: dict) -> Said:
 register(
     "04_device_transfer",
     Exercise(
-        1,
         "per-batch copies against one copy",
         _check_moved_once,
-        "val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
-        "one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way",
-        '''val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))  # every image, one batch
+        nudge="val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
+        idea="one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way",
+        code='''val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))  # every image, one batch
 val_on_device = val_images.to(DEVICE)
 
 
@@ -734,13 +729,12 @@ def one_pass_sliced():
     return [val_on_device[i : i + 256].sum() for i in range(0, len(val_on_device), 256)]''',
     ),
     Exercise(
-        2,
         "a to_device that knows dicts",
         _check_dict_to_device,
-        "in the dict branch, return a dict whose values are moved by the same function: "
+        nudge="in the dict branch, return a dict whose values are moved by the same function: "
         "{key: to_device_with_dicts(value, device) for key, value in data.items()}",
-        "a dict branch that calls the function on every value, so nested containers move too",
-        """def to_device_with_dicts(data, device):
+        idea="a dict branch that calls the function on every value, so nested containers move too",
+        code="""def to_device_with_dicts(data, device):
     if isinstance(data, dict):
         return {key: to_device_with_dicts(value, device) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
@@ -814,13 +808,12 @@ def _check_deeper_trained(namespace: dict) -> Said:
 register(
     "05_training",
     Exercise(
-        1,
         "batch size and learning rate",
         _check_batch_and_lr,
-        "for each pair, train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model "
-        "and returns its history: keep its last val_acc; best = max(results, key=results.get)",
-        "six fresh models, the same epochs each; compare the accuracies at each batch size",
-        """model_fn = partial(helpers.MnistModel, 784, hidden_size, 10)
+        nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns "
+        "its history: keep its last val_acc; best = max(results, key=results.get)",
+        idea="six fresh models, the same epochs each; compare the accuracies at each batch size",
+        code="""model_fn = partial(helpers.MnistModel, 784, hidden_size, 10)
 print(f"{'batch':>5} {'lr':>5} {'val_acc':>8} {'s/epoch':>8}")
 results = {}
 for size in (32, 128, 512):
@@ -831,25 +824,23 @@ for size in (32, 128, 512):
 best = max(results, key=results.get)""",
     ),
     Exercise(
-        2,
         "hidden size",
         _check_hidden_sizes,
-        "train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, lr1)], data=exercise_set) "
+        nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, lr1)], data=exercise_set) "
         "trains a model with h hidden units; keep its last val_acc",
-        "a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
-        """hidden_results = {}
+        idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
+        code="""hidden_results = {}
 for h in (16, 32, 64, 128):
     runs = train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, lr1)], data=exercise_set)
     hidden_results[h] = runs[-1]["val_acc"]""",
     ),
     Exercise(
-        3,
         "two hidden layers",
         _check_deeper_trained,
-        "make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); train_on_device "
+        nudge="make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); train_on_device "
         "calls it for a fresh model: train_on_device(make_deeper, [(exercise_epochs, lr1)], data=exercise_set)",
-        "a model of three linear layers with ReLUs between, trained like the lesson's",
-        """def make_deeper():
+        idea="a model of three linear layers with ReLUs between, trained like the lesson's",
+        code="""def make_deeper():
     return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
 
 
@@ -955,13 +946,12 @@ def _check_inside_a_checkpoint(namespace: dict) -> Said:
 register(
     "06_plots",
     Exercise(
-        1,
         "the same model on Fashion-MNIST",
         _check_fashion_accuracy,
-        "fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
+        nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
         "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
-        "the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits",
-        """fashion = helpers.load_fashion_mnist(DATA)
+        idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits",
+        code="""fashion = helpers.load_fashion_mnist(DATA)
 fashion_train, fashion_val = helpers.split_dataset(fashion, seed=seed)
 fashion_test = helpers.load_fashion_mnist(DATA, train=False)
 train_fast, val_fast, test_fast = [
@@ -980,13 +970,12 @@ fashion_test_acc = helpers.evaluate(fashion_model, test_fast)["val_acc"]""",
 register(
     "07_error_analysis",
     Exercise(
-        1,
         "accuracy when the model is sure",
         _check_sure_answers,
-        "sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() the "
+        nudge="sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() the "
         "right ones",
-        "the more sure the model, the fewer images it answers and the more of them it gets right",
-        """confidence = predictions["probs"].max(dim=1).values  # each image's largest probability
+        idea="the more sure the model, the fewer images it answers and the more of them it gets right",
+        code="""confidence = predictions["probs"].max(dim=1).values  # each image's largest probability
 right = predictions["preds"] == predictions["labels"]
 answered = {}
 for threshold in (0.5, 0.9, 0.99):
@@ -1000,13 +989,12 @@ for threshold, (count, correct) in answered.items():
 register(
     "08_checkpoints",
     Exercise(
-        1,
         "look inside a checkpoint",
         _check_inside_a_checkpoint,
-        "a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the first "
+        nudge="a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the first "
         "part; helpers.load_checkpoint and helpers.evaluate the second",
-        "the checkpoint holds everything needed to resume; the restored weights score what was recorded",
-        """state = torch.load(demo / "run.ckpt", weights_only=True)
+        idea="the checkpoint holds everything needed to resume; the restored weights score what was recorded",
+        code="""state = torch.load(demo / "run.ckpt", weights_only=True)
 completed = state["epoch"]
 restored = helpers.to_device(helpers.MnistModel(), DEVICE)
 helpers.load_checkpoint(demo / "run.ckpt", restored)
@@ -1061,15 +1049,13 @@ def _check_mixed_precision(namespace: dict) -> Said:
 register(
     "09_cpu_vs_gpu",
     Exercise(
-        1,
         "the same training on each device, small and large model",
         None,
-        "for each device in devices: resident loaders (helpers.DeviceResidentLoader.from_dataset) on that device, a "
-        "seeded helpers.MnistModel(784, hidden, 10) moved there, helpers.fit; each epoch of its history has its "
-        "'train_s'",
-        "expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and its "
+        nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
+        "each epoch of fit's history has its 'train_s'",
+        idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and its "
         "time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU pulls ahead",
-        """train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
+        code="""train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
 for hidden in (32, 1024):
     for name in devices:
         train = helpers.DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=name, seed=seed)
@@ -1083,14 +1069,13 @@ for hidden in (32, 1024):
 register(
     "10_many_gpus",
     Exercise(
-        1,
         "4 processes give the same weights; 3 do not divide the batch of 128",
         _check_processes,
-        "torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights with "
+        nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights with "
         "max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
-        "the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not divide 128, "
-        "and helpers_ddp refuses before training",
-        '''def torchrun_dry_run(n, save):
+        idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not divide "
+        "128, and helpers_ddp refuses before training",
+        code='''def torchrun_dry_run(n, save):
     """The dry run on n processes, its weights saved to `save`; on the CPU, so that 4 need no 4 GPUs."""
     command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {save}"
     return subprocess.run(
@@ -1110,15 +1095,14 @@ print("3 processes:", reason.split("ValueError: ")[1])''',
 register(
     "11_gpu_speed",
     Exercise(
-        1,
         "the lesson with mixed precision against float32",
         _check_mixed_precision,
-        "model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
+        nudge="model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
         "helpers.fit(exercise_epochs, 0.5, model, train, val, opt_func) and the same at 0.1; "
         "helpers.evaluate(model, test)['val_acc']",
-        "the same schedule with and without autocast: the test accuracies differ by a fraction of a point, no more "
-        "than a change of seed moves them (notebook 06)",
-        """amp = "float16" if DEVICE.type == "cuda" and not helpers_speed.bf16_native(DEVICE) else "bfloat16"
+        idea="the same schedule with and without autocast: the test accuracies differ by a fraction of a point, no "
+        "more than a change of seed moves them (notebook 06)",
+        code="""amp = "float16" if DEVICE.type == "cuda" and not helpers_speed.bf16_native(DEVICE) else "bfloat16"
 train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
 test_set = helpers.load_mnist(DATA, train=False)
 train, val, test = [

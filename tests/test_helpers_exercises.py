@@ -271,7 +271,7 @@ def test_every_notebook_with_exercises_has_them_numbered_with_hints_and_solution
     assert set(helpers_exercises.REGISTRY) == {f"{n}" for n, _ in CHECKED} | {"09_cpu_vs_gpu"}
     for exercises in helpers_exercises.REGISTRY.values():
         for exercise in exercises:
-            assert exercise.title and exercise.hint_text and exercise.idea and exercise.code.strip()
+            assert exercise.title and exercise.nudge and exercise.idea and exercise.code.strip()
             assert "q1.check()" not in exercise.code and not exercise.code.startswith("#"), "the cell's own"
             compile(exercise.code, exercise.title, "exec")
 
@@ -460,8 +460,9 @@ def wrong_slices():
         ({"one_pass_sliced": wrong_slices}, ["one_pass_sliced() gives 1 batches that are not the DataLoader's 2"]),
         ({"one_pass_sliced": lambda: [____]}, ["write your answer in place of ____"]),
         ({"one_pass_sliced": lambda: 1 / 0}, ["one_pass_sliced() raised ZeroDivisionError", "lambda: 1 / 0"]),
+        ({"one_pass_sliced": lambda: helpers.seed_everything(-1)}, ["ValueError", "line `({"]),
     ],
-    ids=["the-labels", "one-batch", "a-list", "shuffled", "wrong-slices", "blank-slice", "raises"],
+    ids=["the-labels", "one-batch", "a-list", "shuffled", "wrong-slices", "blank-slice", "raises", "raises-in-helpers"],
 )
 def test_04_moved_once_wrong_answers(answers, facts, capsys):
     namespace = notebook_04()
@@ -779,7 +780,7 @@ def test_an_open_ended_exercise_says_it_is_a_question_for_thought(capsys):
     )
     (q1,) = helpers_exercises.exercises("09_cpu_vs_gpu", {})
     q1.hint()
-    assert capsys.readouterr().out.startswith("Hint: for each device in devices: resident loaders")
+    assert capsys.readouterr().out.startswith("Hint: on each device: resident loaders there")
     q1.solution()
     shown = capsys.readouterr().out
     assert shown.startswith("Solution: expect the 32-unit model to gain little on a GPU")
@@ -926,7 +927,7 @@ def _templates() -> list[str]:
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", None))
             texts += [node.args[0]] if name in ("NotYet", "Said", "pair") and node.args else []
-            texts += node.args[3:5] if name == "Exercise" else []
+            texts += [kw.value for kw in node.keywords if kw.arg in ("nudge", "idea")]
             texts += [kw.value for kw in node.keywords if kw.arg == "otherwise"]
             texts += [row.elts[1] for kw in node.keywords if kw.arg == "mistakes" for row in kw.value.elts]
         elif isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name):
