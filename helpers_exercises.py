@@ -1,24 +1,33 @@
 """Exercises that answer in place: `check()`, `hint()` and `solution()` for each exercise of the series.
 
-A notebook binds its exercises to its own globals once, then each exercise cell ends with a check:
+A notebook binds its exercises to its own globals once; each exercise cell ends with its check:
 
     q1, q2 = helpers_exercises.exercises("05_training", globals())
-    ...
-    q1.check()   # "Correct: ..." or "Not yet: <what the check found, and what to look at>"
-    q1.hint()    # a nudge
+    q1.check()     # "Correct: ..." or "Not yet: <what the check found, and what to look at>"
+    q1.hint()      # a nudge
     q1.solution()  # the worked solution's idea and code
 
-A check reads the learner's objects (the model, the loaders, the history, the number), never their source text,
-so two different correct answers both pass. Messages exist in English and Chinese (`lang`); the printed line
-starts with "Correct" or "Not yet" (正确 / 还没有), in colour where the front end shows HTML.
+A check reads the learner's objects (the model, the loaders, the numbers), never their source, so two different
+correct answers both pass. It runs the learner's functions itself, and never raises: whatever stops it becomes a
+"Not yet" that names the exception and the learner's line. The messages here are English; each edition's
+catalogue (notebooks/zh/exercises.md) translates them, one row per English template. The worked solutions' code
+lives here only: the notebooks' folded solutions are generated from it (notebooks/serieslib/exercises.py).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import html
+import math
 import os
-from collections.abc import Callable
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 
@@ -32,40 +41,69 @@ class Placeholder:
 ____ = Placeholder()
 
 LANGUAGES = ("en", "zh")
-WORDS = {
-    "correct": {"en": "Correct", "zh": "正确"},
-    "not_yet": {"en": "Not yet", "zh": "还没有"},
-    "hint": {"en": "Hint", "zh": "提示"},
-    "solution": {"en": "Solution", "zh": "答案"},
-    "thought": {"en": "A question for thought", "zh": "思考题"},
-    "unanswered": {
-        "en": "write your answer in place of ____ in the cell above, run it, then check again",
-        "zh": "把上面单元格中的 ____ 换成你的答案，运行它，再检查一次",
-    },
-    "open_ended": {
-        "en": "there is no single right answer to check; run q{n}.solution() to compare yours with ours",
-        "zh": "这道题没有唯一的正确答案可供检查；运行 q{n}.solution()，把你的答案与参考答案对照",
-    },
+EDITIONS = Path(__file__).resolve().parent / "notebooks"  # notebooks/<lang>/exercises.md: each edition's messages
+LABELS = {
+    "correct": ("Correct", "#2e7d32"),
+    "not_yet": ("Not yet", "#c62828"),
+    "hint": ("Hint", "#6a1b9a"),
+    "solution": ("Solution", "#37474f"),
+    "thought": ("A question for thought", "#1565c0"),
 }
+UNANSWERED = "write your answer in place of ____ in the cell above, run it, then check again"
+UNDEFINED = "run the cells above first (`{name}` is not defined)"
+OPEN_ENDED = "there is no single right answer to check; run q{number}.solution() to compare yours with ours"
+
+
+@functools.cache
+def catalogue(lang: str) -> dict[str, str]:
+    """English text -> its translation: the rows `| English | translation |` of notebooks/<lang>/exercises.md."""
+    path = EDITIONS / lang / "exercises.md"
+    rows = {}
+    for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
+        if line.startswith("|") and len(cells) == 2 and not set(cells[0]) <= set("-: ") and cells[0] != "English":
+            rows[cells[0]] = cells[1]
+    return rows
+
+
+def translated(text: str, lang: str) -> str:
+    """`text` in `lang`: its row of the edition's catalogue (English where a row is missing)."""
+    return text if lang == "en" else catalogue(lang).get(text, text)
+
+
+class Said:
+    """A message: an English template and its fields, said in any language."""
+
+    def __init__(self, template: str, **fields: Any):
+        self.template, self.fields = template, fields
+
+    def __call__(self, lang: str = "en") -> str:
+        text = translated(self.template, lang)
+        return text.format(**self.fields) if self.fields else text
 
 
 class NotYet(Exception):
-    """Raised by a check: the answer is not right yet; the message (in every language) says what to look at."""
+    """Raised by a check: the answer is not right yet; the message says what the check found and what to look at."""
 
-    def __init__(self, **messages: str):
-        super().__init__(messages.get("en", ""))
-        self.messages = messages
+    def __init__(self, template: str, **fields: Any):
+        self.said = Said(template, **fields)
+        super().__init__(self.said())
+
+
+class Unanswered(Exception):
+    """Raised by `answer()`: the learner has not replaced ____ yet."""
 
 
 @dataclasses.dataclass
 class Exercise:
-    """One exercise: its check of the learner's objects, a hint and a worked solution, in each language."""
+    """One exercise: its check of the learner's objects, a hint, and a worked solution (its idea and its code)."""
 
-    number: int
-    check_answer: Callable[[dict], dict[str, str]] | None  # namespace -> the "Correct" message; raises NotYet
-    hints: dict[str, str]
-    solutions: dict[str, str]  # the solution's prose, by language
-    code: str = ""  # the solution's code, the same in every language
+    title: str  # the worked solution's: "Solution 1: <title>"
+    check_answer: Callable[[dict], Said] | None  # namespace -> the "Correct" message; raises NotYet. None: open-ended
+    nudge: str  # what hint() says
+    idea: str  # the worked solution in a sentence
+    code: str  # the worked solution: the exercise's cell, its blanks filled
+    number: int = 0  # set by register: 1, 2, ... in the notebook's order
     namespace: dict = dataclasses.field(default_factory=dict, repr=False)
     lang: str = "en"
     passed: bool = False  # what the last check() found; check() returns nothing, so a cell shows no Out[]
@@ -74,31 +112,29 @@ class Exercise:
         """Check the learner's answer; print one line that starts with "Correct" or "Not yet" (and keep `passed`)."""
         self.passed = False
         if self.check_answer is None:
-            opened = {lang: text.format(n=self.number) for lang, text in WORDS["open_ended"].items()}
-            self._show("thought", opened, "#1565c0")
-            return
+            return self._show("thought", Said(OPEN_ENDED, number=self.number))
         try:
             found = self.check_answer(self.namespace)
         except Unanswered:
-            self._show("not_yet", WORDS["unanswered"], "#c62828")
-            return
+            return self._show("not_yet", Said(UNANSWERED))
         except NotYet as wrong:
-            self._show("not_yet", wrong.messages, "#c62828")
-            return
-        self._show("correct", found, "#2e7d32")
+            return self._show("not_yet", wrong.said)
+        except Exception as err:  # a check never raises: what stopped it is the learner's to read
+            return self._show("not_yet", raised(err, "the check").said)
         self.passed = True
+        self._show("correct", found)
 
     def hint(self) -> None:
         """Print a nudge towards the answer."""
-        self._show("hint", self.hints, "#6a1b9a")
+        self._show("hint", Said(self.nudge))
 
     def solution(self) -> None:
         """Print the worked solution: what it does, then its code."""
-        self._show("solution", self.solutions, "#37474f", code=self.code)
+        self._show("solution", Said(self.idea), code=self.code)
 
-    def _show(self, label: str, texts: dict[str, str], colour: str, code: str = "") -> None:
-        """The line `label: text` in this exercise's language; the other languages ride along in the metadata."""
-        outputs = {lang: _rendered(WORDS[label][lang], texts[lang], colour, code, lang) for lang in LANGUAGES}
+    def _show(self, label: str, said: Said, code: str = "") -> None:
+        """The line `label: text` in this exercise's language; every language rides along in the metadata."""
+        outputs = {lang: _rendered(label, said(lang), code, lang) for lang in LANGUAGES}
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -110,13 +146,46 @@ class Exercise:
             print(outputs[self.lang]["text/plain"])
 
 
-class Unanswered(Exception):
-    """Raised by `answer()`: the learner has not replaced ____ yet."""
+def _rendered(label: str, text: str, code: str, lang: str) -> dict[str, str]:
+    """The line `label: text` (and the code below it) as plain text, and as HTML in the label's colour."""
+    word, colour = translated(LABELS[label][0], lang), LABELS[label][1]
+    colon = "：" if lang == "zh" else ": "
+    plain = f"{word}{colon}{text}" + (f"\n\n{code.strip()}" if code else "")
+    rich = f'<p><b style="color:{colour}">{html.escape(word)}</b>{colon}{html.escape(text)}</p>'
+    return {"text/plain": plain, "text/html": rich + (f"<pre>{html.escape(code.strip())}</pre>" if code else "")}
+
+
+REGISTRY: dict[str, list[Exercise]] = {}
+
+
+def register(notebook: str, *exercises: Exercise) -> None:
+    """The exercises of `notebook`, numbered 1, 2, ... in order."""
+    REGISTRY[notebook] = [dataclasses.replace(e, number=n) for n, e in enumerate(exercises, 1)]
+
+
+def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
+    """The exercises of `notebook` (e.g. "05_training"), bound to the notebook's globals, in `lang`."""
+    lang = lang or os.environ.get("SERIES_LANG", "en")
+    if lang not in LANGUAGES:
+        raise ValueError(f"lang={lang!r}: choose one of {', '.join(LANGUAGES)}")
+    if notebook not in REGISTRY:
+        raise ValueError(f"no exercises for {notebook!r}: choose one of {', '.join(sorted(REGISTRY))}")
+    return [dataclasses.replace(e, namespace=namespace, lang=lang) for e in REGISTRY[notebook]]
+
+
+# ------------------------------------------------------------------------------------------------ reading answers
+
+
+def need(namespace: dict, name: str) -> Any:
+    """The notebook's object called `name`; NotYet while the cells that define it have not run."""
+    if name not in namespace:
+        raise NotYet(UNDEFINED, name=name)
+    return namespace[name]
 
 
 def answer(namespace: dict, name: str) -> Any:
-    """The learner's object called `name`, or Unanswered while it is missing or still holds a ____."""
-    value = namespace.get(name, ____)
+    """The learner's object called `name`; Unanswered while it still holds a ____."""
+    value = need(namespace, name)
     if _holds_placeholder(value):
         raise Unanswered(name)
     return value
@@ -130,197 +199,248 @@ def _holds_placeholder(value: Any) -> bool:
     return isinstance(value, (list, tuple)) and any(_holds_placeholder(v) for v in value)
 
 
-def _counted(value: Any) -> str:
-    return f"{value:,}" if isinstance(value, int) else repr(value)
+def _kind(value: Any) -> str:
+    return type(value).__name__
 
 
-def _trained(value: Any, name: str, least: float = 0.2) -> float:
-    """`value` as an accuracy from a model that trained; NotYet when it is not a number in [0, 1], or a guess."""
+def _learners_line(err: BaseException) -> str:
+    """The last line of the learner's own code in `err`'s traceback: not the series' modules', not a library's."""
+    series, libraries = str(Path(__file__).parent), ("site-packages", "dist-packages", "<frozen")
+    for frame in reversed(traceback.extract_tb(err.__traceback__)):
+        name = frame.filename
+        theirs = str(Path(name).parent) == series or name.startswith(sys.base_prefix)  # or the standard library's
+        if not theirs and not any(part in name for part in libraries):
+            return (frame.line or "").strip()
+    return ""
+
+
+def raised(err: Exception, call: str) -> NotYet:
+    """A NotYet that names what `call` raised, and the learner's line it came from."""
+    error = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}".rstrip(": ")
+    line = _learners_line(err)
+    if line:
+        return NotYet("{call} raised {error}, at the line `{line}`", call=call, error=error, line=line)
+    return NotYet("{call} raised {error}", call=call, error=error)
+
+
+def function(namespace: dict, name: str) -> Callable:
+    """The learner's function called `name`; NotYet when it is something else."""
+    found = answer(namespace, name)
+    if not callable(found):
+        raise NotYet("{name} is a {kind}, not a function: define it with def", name=name, kind=_kind(found))
+    return found
+
+
+def run(call: str, learners: Callable, *args: Any) -> Any:
+    """What the learner's function returns for `args`; NotYet naming what it raised, and where."""
+    try:
+        return learners(*args)
+    except Exception as err:
+        raise raised(err, call) from None
+
+
+def number(value: Any, name: str) -> float | int:
+    """`value` as a finite Python number (a one-number tensor read out); NotYet when it is none."""
+    if getattr(value, "shape", None) == () and hasattr(value, "item"):
+        value = value.item()
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise NotYet("{name} is {found!r}, a {kind}; it should be one number", name=name, found=value,
+                     kind=_kind(value))  # fmt: skip
+    if not math.isfinite(value):
+        raise NotYet("{name} is {found}, not a finite number: look at how your cell computes it",
+                     name=name, found=value)  # fmt: skip
+    return value
+
+
+def count(value: Any, name: str) -> int:
+    """`value` as a whole number; NotYet when it is not one."""
+    value = number(value, name)
+    if not float(value).is_integer():
+        raise NotYet("{name} is {found}; it should be a whole number, a count", name=name, found=value)
+    return int(value)
+
+
+def accuracy(value: Any, name: str) -> float:
+    """An accuracy as fit and evaluate give it (a number, a one-number tensor, a result's 'val_acc'), in [0, 1]."""
+    if isinstance(value, list) and value and isinstance(value[-1], dict):
+        raise NotYet("{name} is a whole history, {epochs} epochs; keep the last epoch's accuracy: "
+                     "history[-1]['val_acc']", name=name, epochs=len(value))  # fmt: skip
     if isinstance(value, dict) and "val_acc" in value:
         value = value["val_acc"]
-    if not isinstance(value, (int, float)) or not 0 <= value <= 1:
-        raise NotYet(
-            en=f"{name} is {value!r}: it should be an accuracy, a number between 0 and 1 (history[-1]['val_acc'])",
-            zh=f"{name} 是 {value!r}；应该是准确率，即 0 到 1 之间的数（history[-1]['val_acc']）",
-        )
-    if value < least:
-        raise NotYet(
-            en=f"{name} is {value:.4f}, about what guessing scores (0.1): did the model train (fit) before it was "
-            "evaluated?",
-            zh=f"{name} 是 {value:.4f}，和随机猜测（0.1）差不多。评估之前，模型训练（fit）过吗？",
-        )
+    value = number(value, name)
+    if 1 < value <= 100:
+        raise NotYet("{name} is {found}, a percentage; keep the accuracy as fit gives it, a number between 0 "
+                     "and 1", name=name, found=value)  # fmt: skip
+    if not 0 <= value <= 1:
+        raise NotYet("{name} is {found}: it should be an accuracy, a number between 0 and 1 "
+                     "(history[-1]['val_acc'])", name=name, found=value)  # fmt: skip
     return float(value)
 
 
-def _missing(name: str, found: dict, wanted: list) -> None:
-    """NotYet naming the first of `wanted` that the dict `found` (called `name`) lacks."""
+def trained(value: Any, name: str) -> float:
+    """`value` as the accuracy of a model that trained: NotYet when it is about what guessing scores."""
+    value = accuracy(value, name)
+    if value < 0.2:
+        raise NotYet("{name} is {found:.4f}, about what guessing scores (0.1): did the model train (fit) before "
+                     "it was evaluated?", name=name, found=value)  # fmt: skip
+    return value
+
+
+def entries(found: Any, name: str, keys: Sequence) -> dict:
+    """`found` as a dict with an entry for each of `keys`; NotYet naming the first one missing."""
     if not isinstance(found, dict):
-        raise NotYet(
-            en=f"{name} is a {type(found).__name__}; it should be a dict with the keys {wanted}",
-            zh=f"{name} 是一个 {type(found).__name__}；应该是一个字典，键为 {wanted}",
-        )
-    for key in wanted:
+        raise NotYet("{name} is a {kind}; it should be a dict with the keys {keys}", name=name, kind=_kind(found),
+                     keys=list(keys))  # fmt: skip
+    for key in keys:
         if key not in found:
-            raise NotYet(
-                en=f"{name} has no entry for {key!r}; it needs one for each of {wanted}",
-                zh=f"{name} 中没有 {key!r} 这一项；{wanted} 中的每一项都要有",
-            )
+            raise NotYet("{name} has no entry for {key!r}; it needs one for each of {keys}", name=name, key=key,
+                         keys=list(keys))  # fmt: skip
+    return found
 
 
-def _rendered(label: str, text: str, colour: str, code: str, lang: str) -> dict[str, str]:
-    """The line `label: text` (and the code below it) as plain text, and as HTML in colour."""
-    colon = "：" if lang == "zh" else ": "
-    plain = f"{label}{colon}{text}" + (f"\n\n{code.strip()}" if code else "")
-    rich = f'<p><b style="color:{colour}">{html.escape(label)}</b>{colon}{html.escape(text)}</p>'
-    if code:
-        rich += f"<pre>{html.escape(code.strip())}</pre>"
-    return {"text/plain": plain, "text/html": rich}
+def pair(message: str) -> Callable[[Any, str], tuple]:
+    """A checker of one entry that should be a pair of numbers; `message` says what pair, when it is not one."""
+
+    def checked(value: Any, name: str) -> tuple:
+        if not (isinstance(value, (tuple, list)) and len(value) == 2):
+            raise NotYet(message, name=name, found=value)
+        values = tuple(number(x, name) for x in value)
+        return tuple(int(x) if float(x).is_integer() else x for x in values)
+
+    return checked
 
 
-REGISTRY: dict[str, list[Exercise]] = {}
+# ------------------------------------------------------------------------------------------------ answers as rows
+
+# A typical mistake: does the value found show it (found, the check's context), and the message that names it.
+Mistake = tuple[Callable[[Any, SimpleNamespace], bool], str]
 
 
-def register(notebook: str, exercise: Exercise) -> Exercise:
-    """Add `exercise` to `notebook`'s list, in order of its number."""
-    REGISTRY.setdefault(notebook, []).append(exercise)
-    assert [e.number for e in REGISTRY[notebook]] == list(range(1, len(REGISTRY[notebook]) + 1)), notebook
-    return exercise
+@dataclasses.dataclass
+class Table:
+    """A dict answer checked entry by entry: each value against its expected one, then each typical mistake."""
 
+    name: str
+    keys: tuple
+    entry: Callable[[Any, str], Any]  # one value's type and shape checked; returns it as compared
+    expected: Callable[[Any, SimpleNamespace], Any]  # (key, context) -> the right value
+    mistakes: tuple[Mistake, ...]
+    otherwise: str  # when the value is neither right nor a known mistake
+    context: Callable[[dict], dict] = lambda namespace: {}  # what the check reads from the notebook
 
-def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
-    """The exercises of `notebook` (e.g. "05_training"), bound to the notebook's globals, in `lang`."""
-    lang = lang or os.environ.get("SERIES_LANG", "en")
-    if lang not in LANGUAGES:
-        raise ValueError(f"lang={lang!r}: choose one of {', '.join(LANGUAGES)}")
-    if notebook not in REGISTRY:
-        raise ValueError(f"no exercises for {notebook!r}: choose one of {', '.join(sorted(REGISTRY))}")
-    return [dataclasses.replace(e, namespace=namespace, lang=lang) for e in REGISTRY[notebook]]
+    def __call__(self, namespace: dict) -> tuple[dict, SimpleNamespace]:
+        """The values found, by key, and the context; NotYet at the first that is not right."""
+        found = entries(answer(namespace, self.name), self.name, self.keys)
+        context, values = SimpleNamespace(**self.context(namespace)), {}
+        for key in self.keys:
+            name = f"{self.name}[{key!r}]"
+            values[key] = value = self.entry(found[key], name)
+            context.key, context.expected, context.name = key, self.expected(key, context), name
+            if value != context.expected:
+                message = next((m for shows, m in self.mistakes if shows(value, context)), self.otherwise)
+                raise NotYet(message, found=value, **vars(context))
+        return values, context
 
 
 # ------------------------------------------------------------------------------------------------ 02: the data
 
 
-def _check_batch_counts(namespace: dict) -> dict[str, str]:
-    batches = answer(namespace, "batches")
-    n = len(namespace["train_set"])
-    sizes = [32, 128, 512]
-    _missing("batches", batches, sizes)
-    for size in sizes:
-        found = batches[size]
-        if not (isinstance(found, (tuple, list)) and len(found) == 2):
-            raise NotYet(
-                en=f"batches[{size}] is {found!r}; it should be a pair: (number of batches, size of the last batch)",
-                zh=f"batches[{size}] 是 {found!r}；应该是一对数，即（批量的个数，最后一个批量的大小）",
-            )
-        count, last = found
-        right = -(-n // size)
-        if count != right:
-            if count == -(-(n + 10_000) // size) or count == (n + 10_000) // size:
-                raise NotYet(
-                    en=f"at batch size {size} you counted from 60,000 images; the training set is the {n:,} left "
-                    "after the validation split: len(train_set)",
-                    zh=f"批量大小为 {size} 时，你是按 60,000 张图像算的；训练集是划出验证集后剩下的 {n:,} 张，即 "
-                    "len(train_set)",
-                )
-            if count == n // size:
-                raise NotYet(
-                    en=f"at batch size {size}, {count:,} leaves out the last, smaller batch: an epoch uses every "
-                    "image, so round the division up (len(DataLoader(train_set, size)) counts it for you)",
-                    zh=f"批量大小为 {size} 时，{count:,} 漏掉了最后那个较小的批量。一轮要用到每一张图像，"
-                    "所以除法要向上取整（len(DataLoader(train_set, size)) 会替你数）",
-                )
-            raise NotYet(
-                en=f"at batch size {size}, {_counted(count)} is not the number of batches; len(DataLoader(train_set, "
-                f"{size})) gives it",
-                zh=f"批量大小为 {size} 时，{_counted(count)} 不是批量的个数；用 len(DataLoader(train_set, {size})) "
-                "可以求出它",
-            )
-        if last != n - (right - 1) * size:
-            raise NotYet(
-                en=f"at batch size {size}, the last batch does not hold {_counted(last)} images: it holds what the "
-                f"{right - 1:,} full batches leave of the {n:,}",
-                zh=f"批量大小为 {size} 时，最后一个批量不是 {_counted(last)} 张图像，而是 {n:,} 张分完 {right - 1:,} "
-                "个完整批量后剩下的那些",
-            )
-    listed = "; ".join(f"{size}: {batches[size][0]:,} batches, the last of {batches[size][1]}" for size in sizes)
-    listed_zh = "；".join(
-        f"批量大小为 {size} 时有 {batches[size][0]:,} 个批量，最后一个批量 {batches[size][1]} 张" for size in sizes
-    )
-    return {
-        "en": f"{listed}. Bigger batches: fewer, larger steps per epoch",
-        "zh": f"{listed_zh}。批量越大，每轮的步数越少、每一步越大",
-    }
+def _full_batches(size: int, c: SimpleNamespace) -> tuple[int, int]:
+    batches = -(-c.n // size)
+    return batches, c.n - (batches - 1) * size
 
 
-def _check_fashion_loader(namespace: dict) -> dict[str, str]:
+BATCHES = Table(
+    "batches",
+    (32, 128, 512),
+    entry=pair("{name} is {found!r}; it should be a pair: (number of batches, size of the last batch)"),
+    expected=_full_batches,
+    context=lambda namespace: {"n": len(need(namespace, "train_set"))},
+    mistakes=(
+        (lambda f, c: not all(isinstance(x, int) for x in f), "{name} holds {found}; both are counts, whole numbers"),
+        (
+            lambda f, c: f[0] in (-(-(c.n + 10_000) // c.key), (c.n + 10_000) // c.key),
+            "at batch size {key} you counted from 60,000 images; the training set is the {n:,} left after the "
+            "validation split: len(train_set)",
+        ),
+        (
+            lambda f, c: f[0] == c.n // c.key,
+            "at batch size {key}, {found[0]:,} leaves out the last, smaller batch: an epoch uses every image, so "
+            "round the division up (len(DataLoader(train_set, size)) counts it for you)",
+        ),
+        (
+            lambda f, c: f[0] != c.expected[0],
+            "at batch size {key}, {found[0]:,} is not the number of batches; len(DataLoader(train_set, {key})) "
+            "gives it",
+        ),
+    ),
+    otherwise="at batch size {key}, the last batch does not hold {found[1]:,} images: it holds what the full "
+    "batches of {key} leave of the {n:,}",
+)
+
+
+def _check_batch_counts(namespace: dict) -> Said:
+    batches, _ = BATCHES(namespace)
+    listed = ", ".join(f"{size} → ({n}, {last})" for size, (n, last) in batches.items())
+    return Said("{listed}. Bigger batches: fewer, larger steps per epoch", listed=listed)
+
+
+def _check_fashion_loader(namespace: dict) -> Said:
     from torch.utils.data import DataLoader, RandomSampler
 
     loader = answer(namespace, "fashion_loader")
     if not isinstance(loader, DataLoader):
-        raise NotYet(
-            en=f"fashion_loader is a {type(loader).__name__}; make it a DataLoader over Fashion-MNIST, as the lesson "
-            "makes train_loader",
-            zh=f"fashion_loader 是一个 {type(loader).__name__}；像原课程创建 train_loader 那样，把它做成 Fashion-MNIST "
-            "上的 DataLoader",
-        )
-    classes = list(getattr(getattr(loader.dataset, "dataset", loader.dataset), "classes", []))
+        raise NotYet("fashion_loader is a {kind}; make it a DataLoader over Fashion-MNIST, as the lesson makes "
+                     "train_loader", kind=_kind(loader))  # fmt: skip
+    dataset = getattr(loader.dataset, "dataset", loader.dataset)
+    classes = list(getattr(dataset, "classes", []))
     if "T-shirt/top" not in classes:
-        raise NotYet(
-            en=f"fashion_loader's images are not Fashion-MNIST's (its classes are {classes[:3]}...); load them "
-            "with helpers.load_fashion_mnist(DATA)",
-            zh=f"fashion_loader 中的图像不是 Fashion-MNIST 的（类别是 {classes[:3]}……）；用 "
-            "helpers.load_fashion_mnist(DATA) 加载",
-        )
+        raise NotYet("fashion_loader's images are not Fashion-MNIST's (its classes are {classes}...); load them "
+                     "with helpers.load_fashion_mnist(DATA)", classes=classes[:3])  # fmt: skip
+    if getattr(dataset, "train", True) is False:
+        raise NotYet("fashion_loader holds Fashion-MNIST's test images; the training images are "
+                     "helpers.load_fashion_mnist(DATA)")  # fmt: skip
     if not isinstance(loader.sampler, RandomSampler):
-        raise NotYet(
-            en="fashion_loader does not shuffle: pass shuffle=True, so that each batch mixes the ten kinds of clothing",
-            zh="fashion_loader 没有打乱顺序；传入 shuffle=True，让每个批量都混有十类服装",
-        )
-    return {
-        "en": f"a shuffled DataLoader over Fashion-MNIST's {len(loader.dataset):,} images, "
-        f"batches of {loader.batch_size}",
-        "zh": f"已在 Fashion-MNIST 的 {len(loader.dataset):,} 张图像上创建打乱顺序的 DataLoader，"
-        f"批量大小为 {loader.batch_size}",
-    }
+        raise NotYet("fashion_loader does not shuffle: pass shuffle=True, so that each batch mixes the ten kinds "
+                     "of clothing")  # fmt: skip
+    return Said("a shuffled DataLoader over Fashion-MNIST's {n:,} images, batches of {size}",
+                n=len(loader.dataset), size=loader.batch_size)  # fmt: skip
 
 
 register(
     "02_data_loading",
     Exercise(
-        1,
+        "batch sizes",
         _check_batch_counts,
-        hints={
-            "en": "an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
-            "zh": "一轮把每张图像用一次，共 len(DataLoader(train_set, size)) 个批量，除最后一个外都是满的",
-        },
-        solutions={
-            "en": "count the batches with len() of a DataLoader; the last holds what the full batches leave",
-            "zh": "用 DataLoader 的 len() 数出批量个数；最后一个批量装的是完整批量分完后剩下的图像",
-        },
+        nudge="an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
+        idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
+        "drawing the images at each size",
         code="""batches = {}
 for size in (32, 128, 512):
     count = len(DataLoader(train_set, size))
-    batches[size] = (count, len(train_set) - (count - 1) * size)""",
+    batches[size] = (count, len(train_set) - (count - 1) * size)
+
+limit = exercise_limit or (10_000 if DEVICE.type == "cpu" else len(train_set))
+for size, (count, last) in batches.items():
+    t0 = time.perf_counter()
+    for step, _ in enumerate(DataLoader(train_set, size, shuffle=True), 1):
+        if step * size >= limit:
+            break
+    drawn = f"{step * size:,} images drawn in {time.perf_counter() - t0:.2f} s"
+    print(f"batch {size:>3}: {count:>4} batches, the last of {last:>3}; {drawn}")""",
     ),
-)
-register(
-    "02_data_loading",
     Exercise(
-        2,
+        "Fashion-MNIST",
         _check_fashion_loader,
-        hints={
-            "en": "helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with "
-            "a batch size and shuffle=True",
-            "zh": "helpers.load_fashion_mnist(DATA) 返回一个和 MNIST(...) 一样的数据集；把它连同批量大小和 "
-            "shuffle=True 交给 DataLoader",
-        },
-        solutions={
-            "en": "load the dataset, wrap it in a shuffled DataLoader, show one batch",
-            "zh": "加载数据集，用打乱顺序的 DataLoader 包装，显示一个批量",
-        },
-        code="""fashion = helpers.load_fashion_mnist(DATA)
-fashion_loader = DataLoader(fashion, 32, shuffle=True, generator=torch.Generator().manual_seed(seed))
-helpers.show_batch(fashion_loader)""",
+        nudge="helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a batch "
+        "size and shuffle=True",
+        idea="load the dataset, wrap it in a shuffled DataLoader, show one batch",
+        code="""fashion_loader = DataLoader(
+    helpers.load_fashion_mnist(DATA), 32, shuffle=True, generator=torch.Generator().manual_seed(seed)
+)
+helpers.show_batch(fashion_loader)
+plt.show()
+print("classes:", ", ".join(fashion_loader.dataset.classes))""",
     ),
 )
 
@@ -328,179 +448,139 @@ helpers.show_batch(fashion_loader)""",
 # ------------------------------------------------------------------------------------------------ 03: the model
 
 
-def _linear_sizes(model: Any) -> list[tuple[int, int]]:
-    """(in, out) of each nn.Linear of `model`, in the order they were defined."""
-    import torch.nn as nn
+PARAMETERS = Table(
+    "parameters",
+    (16, 64, 128, 1024),
+    entry=count,
+    expected=lambda h, c: 795 * h + 10,
+    mistakes=(
+        (
+            lambda f, c: f == 794 * c.key,
+            "hidden {key}: {found:,} counts the weights alone; each nn.Linear(a, b) also has b biases",
+        ),
+        (
+            lambda f, c: f == 785 * c.key,
+            "hidden {key}: {found:,} is the first layer alone; add the second, nn.Linear({key}, 10)",
+        ),
+        (
+            lambda f, c: f == 25_450,
+            "hidden {key}: {found:,} is the lesson's model, with 32 hidden units; build each with its own size, "
+            "helpers.MnistModel(784, h, 10)",
+        ),
+    ),
+    otherwise="hidden {key}: {found:,} is not the model's count; add up p.numel() over model.parameters()",
+)
 
-    return [(m.in_features, m.out_features) for m in model.modules() if isinstance(m, nn.Linear)]
+
+def _check_parameter_counts(namespace: dict) -> Said:
+    counts, _ = PARAMETERS(namespace)
+    listed = ", ".join(f"{h} → {n:,}" for h, n in counts.items())
+    return Said("{listed}; at every size about 99% of them are in the first layer, 784 × h weights", listed=listed)
 
 
-def _arrow(sizes: list[tuple[int, int]]) -> str:
-    return " → ".join(str(n) for n in [sizes[0][0], *(out for _, out in sizes)]) if sizes else "no nn.Linear"
+def _scores(model: Any, images: Any, name: str) -> Any:
+    """The model's scores for `images`: NotYet if it fails (advising to flatten only where that is what fails)."""
+    import torch
+
+    call = f"{name}(images)"
+    try:
+        with torch.no_grad():
+            scores = model(images)
+    except Exception as err:
+        try:
+            with torch.no_grad():
+                flat_works = isinstance(model(images.flatten(1)), torch.Tensor)
+        except Exception:
+            flat_works = False
+        if flat_works:
+            raise NotYet("{call} fails on images of shape [8, 1, 28, 28] ({error}) and works on them flattened: "
+                         "flatten them first, xb.flatten(1) or xb.view(xb.size(0), -1)", call=call,
+                         error=f"{type(err).__name__}: {err}".splitlines()[0]) from None  # fmt: skip
+        raise raised(err, call) from None
+    if scores is None:
+        raise NotYet("{call} returns None: end forward with return, and the scores", call=call)
+    if isinstance(scores, (tuple, list)):
+        raise NotYet("{call} returns a {kind} of {length}; return only the scores, one tensor of shape [8, 10]",
+                     call=call, kind=_kind(scores), length=len(scores))  # fmt: skip
+    if not isinstance(scores, torch.Tensor):
+        raise NotYet("{call} returns a {kind}; it should return the scores, a tensor", call=call, kind=_kind(scores))
+    if list(scores.shape) != [8, 10]:
+        raise NotYet("{call} returns shape {shape} for 8 images; it should return [8, 10], ten scores per image",
+                     call=call, shape=list(scores.shape))  # fmt: skip
+    if not torch.isfinite(scores).all():
+        raise NotYet("{call} returns scores that are not finite (nan or inf): look at how forward computes them",
+                     call=call)  # fmt: skip
+    return scores
 
 
-def _check_two_hidden_layers(namespace: dict) -> dict[str, str]:
+def _architecture(model: Any, name: str) -> int:
+    """NotYet unless `model` is 784 → 64 → 32 → 10 with a ReLU after each hidden layer; its parameter count."""
     import torch
     import torch.nn as nn
 
-    model = answer(namespace, "deeper")
     if isinstance(model, type) and issubclass(model, nn.Module):
-        raise NotYet(
-            en=f"deeper is the class {model.__name__} itself; set it to a model made from the class: "
-            f"deeper = {model.__name__}()",
-            zh=f"deeper 是类 {model.__name__} 本身；应该把用这个类创建的模型赋给它，即 deeper = {model.__name__}()",
-        )
+        raise NotYet("{name} is the class {cls} itself; make a model from it: {cls}()", name=name, cls=model.__name__)
     if not isinstance(model, nn.Module):
-        raise NotYet(
-            en=f"deeper is a {type(model).__name__}, not a model: define a class that inherits nn.Module, "
-            "then set deeper to an instance of it",
-            zh=f"deeper 是一个 {type(model).__name__}，不是模型。先定义一个继承 nn.Module 的类，"
-            "再把这个类的实例赋给 deeper",
-        )
-    sizes = _linear_sizes(model)
+        raise NotYet("{name} is a {kind}, not a model: define a class that inherits nn.Module (or chain layers "
+                     "with nn.Sequential), then make one", name=name, kind=_kind(model))  # fmt: skip
+    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
+    sizes = [(m.in_features, m.out_features) for m in linears]
     if sizes != [(784, 64), (64, 32), (32, 10)]:
-        hidden = max(len(sizes) - 1, 0)
-        raise NotYet(
-            en=f"your model's linear layers go {_arrow(sizes)} ({hidden} hidden layer{'s' if hidden != 1 else ''}); "
-            "the exercise asks for 784 → 64 → 32 → 10: three nn.Linear layers, each one's output size the next "
-            "one's input size",
-            zh=f"你的模型的线性层是 {_arrow(sizes)}（{hidden} 个隐藏层）；题目要求 784 → 64 → 32 → 10，"
-            "即三个 nn.Linear 层，每一层的输出大小等于下一层的输入大小",
-        )
+        arrow = " → ".join(str(n) for n in [sizes[0][0], *(out for _, out in sizes)]) if sizes else "no nn.Linear"
+        raise NotYet("{name}'s linear layers go {arrow} (hidden layers: {hidden}); the exercise asks for "
+                     "784 → 64 → 32 → 10: three nn.Linear layers, each one's output size the next one's input size",
+                     name=name, arrow=arrow, hidden=max(len(sizes) - 1, 0))  # fmt: skip
     device = next(model.parameters()).device  # the learner's model may be on the GPU already
     images = torch.rand(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)).to(device)
-    try:
-        with torch.no_grad():
-            a, b, both = model(images), model(images.roll(1, 0)), model(images + images.roll(1, 0))
-    except Exception as err:  # the learner's forward: any error is theirs to read
-        raise NotYet(
-            en=f"your model fails on a batch of images of shape [8, 1, 28, 28] ({type(err).__name__}: {err}); "
-            "flatten the images first, with xb.flatten(1) or xb.view(xb.size(0), -1)",
-            zh=f"你的模型在形状为 [8, 1, 28, 28] 的一批图像上出错（{type(err).__name__}: {err}）；"
-            "先用 xb.flatten(1) 或 xb.view(xb.size(0), -1) 把图像展平",
-        ) from None
-    if list(a.shape) != [8, 10]:
-        raise NotYet(
-            en=f"your model returns shape {list(a.shape)} for 8 images; it should return [8, 10], ten scores per image",
-            zh=f"对 8 张图像，你的模型返回的形状是 {list(a.shape)}；应该是 [8, 10]，每张图像 10 个分数",
-        )
-    with torch.no_grad():
-        zero = model(torch.zeros_like(images))
+    a, b = _scores(model, images, name), _scores(model, images.roll(1, 0), name)
+    both, zero = _scores(model, images + images.roll(1, 0), name), _scores(model, torch.zeros_like(images), name)
     if torch.allclose(a + b - zero, both, atol=1e-5):
-        raise NotYet(
-            en="your model is linear: without a ReLU between them, three linear layers add up to one; "
-            "apply F.relu (or nn.ReLU) to the output of each hidden layer",
-            zh="你的模型是线性的，因为层与层之间没有 ReLU，三个线性层合起来只相当于一个；"
-            "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
-        )
-    _check_relu_after_each_hidden_layer(model, images, a)
-    count = sum(p.numel() for p in model.parameters())
-    return {
-        "en": f"784 → 64 → 32 → 10 with a ReLU after each hidden layer, {count:,} parameters",
-        "zh": f"784 → 64 → 32 → 10，每个隐藏层之后都有 ReLU，共 {count:,} 个参数",
-    }
-
-
-def _check_relu_after_each_hidden_layer(model: Any, images: Any, scores: Any) -> None:
-    """NotYet when a linear layer receives negative values (no ReLU before it), or the scores never go negative."""
-    import torch
-    import torch.nn as nn
-
+        raise NotYet("{name} is linear: without a ReLU between them, three linear layers add up to one; apply "
+                     "F.relu (or nn.ReLU) to the output of each hidden layer", name=name)  # fmt: skip
     seen = []
-    linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     hooks = [m.register_forward_hook(lambda m, i, o: seen.append((i[0], o))) for m in linears]
     try:
-        with torch.no_grad():
-            model(images)
+        _scores(model, images, name)
     finally:
         for hook in hooks:
             hook.remove()
     for n, (received, _) in enumerate(seen[1:], start=2):
         if (received < 0).any():
-            raise NotYet(
-                en=f"linear layer {n} receives negative values: there is no ReLU after layer {n - 1}; apply F.relu "
-                f"(or nn.ReLU) to the output of every hidden layer",
-                zh=f"第 {n} 个线性层收到了负值，说明第 {n - 1} 层之后没有 ReLU；"
-                "在每个隐藏层的输出上应用 F.relu（或 nn.ReLU）",
-            )
-    if (seen[-1][1] < 0).any() and not (scores < 0).any():
-        raise NotYet(
-            en="your model's scores are never negative: a ReLU after the last layer clips them; return the last "
-            "layer's output as it is",
-            zh="你的模型输出的分数从不为负，因为最后一层之后的 ReLU 把负值截断了；直接返回最后一层的输出",
-        )
+            raise NotYet("linear layer {n} receives negative values: there is no ReLU after layer {before}; apply "
+                         "F.relu (or nn.ReLU) to the output of every hidden layer", n=n, before=n - 1)  # fmt: skip
+    if (seen[-1][1] < 0).any() and not (a < 0).any():
+        raise NotYet("{name}'s scores are never negative: a ReLU after the last layer clips them; return the last "
+                     "layer's output as it is", name=name)  # fmt: skip
+    return sum(p.numel() for p in model.parameters())
 
 
-def _check_parameter_counts(namespace: dict) -> dict[str, str]:
-    counts = answer(namespace, "parameters")
-    sizes = [16, 64, 128, 1024]
-    _missing("parameters", counts, sizes)
-    for h in sizes:
-        right, found = 784 * h + h + h * 10 + 10, counts[h]
-        if found == right:
-            continue
-        if found == 784 * h + h * 10:
-            raise NotYet(
-                en=f"hidden {h}: {_counted(found)} counts the weights alone; each nn.Linear(a, b) also has b biases",
-                zh=f"隐藏单元为 {h} 时，{_counted(found)} 只数了权重；每个 nn.Linear(a, b) 还有 b 个偏置",
-            )
-        if found == 784 * h + h:
-            raise NotYet(
-                en=f"hidden {h}: {_counted(found)} is the first layer alone; add the second, nn.Linear({h}, 10)",
-                zh=f"隐藏单元为 {h} 时，{_counted(found)} 只是第一层的参数；还要加上第二层 nn.Linear({h}, 10) 的",
-            )
-        raise NotYet(
-            en=f"hidden {h}: {_counted(found)} is not the model's count; add up p.numel() over model.parameters()",
-            zh=f"隐藏单元为 {h} 时，{_counted(found)} 不是模型的参数个数；把 model.parameters() 中每个 p.numel() 相加",
-        )
-    listed = ", ".join(f"{h}: {counts[h]:,}" for h in sizes)
-    first, *rest = sizes
-    listed_zh = "；".join(
-        [f"隐藏单元为 {first} 时，模型有 {counts[first]:,} 个参数", *(f"{h} 时有 {counts[h]:,} 个" for h in rest)]
-    )
-    return {
-        "en": f"{listed}; at every size about 99% of them are in the first layer, 784 × hidden weights",
-        "zh": f"{listed_zh}。无论隐藏层多大，约 99% 的参数都在第一层，即 784 × h 个权重",
-    }
+def _check_two_hidden_layers(namespace: dict) -> Said:
+    total = _architecture(answer(namespace, "deeper"), "deeper")
+    return Said("784 → 64 → 32 → 10 with a ReLU after each hidden layer, {count:,} parameters", count=total)
 
 
 register(
     "03_model",
     Exercise(
-        1,
+        "parameters against hidden size",
         _check_parameter_counts,
-        hints={
-            "en": "make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); "
-            "by hand, nn.Linear(a, b) has a × b weights and b biases",
-            "zh": "对每个 h 创建 helpers.MnistModel(784, h, 10)，把它的 parameters() 中每个 p.numel() 相加；"
-            "手工计算时，nn.Linear(a, b) 有 a × b 个权重和 b 个偏置",
-        },
-        solutions={
-            "en": "count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
-            "zh": "数出每个模型的参数；795 × h + 10 个参数中，第一层占 784 × h + h 个",
-        },
+        nudge="make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
+        "nn.Linear(a, b) has a × b weights and b biases",
+        idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
         code="""parameters = {}
 for h in (16, 64, 128, 1024):
-    parameters[h] = sum(p.numel() for p in helpers.MnistModel(784, h, 10).parameters())""",
+    parameters[h] = sum(p.numel() for p in helpers.MnistModel(784, h, 10).parameters())
+
+for h, total in parameters.items():
+    first = sum(p.numel() for p in helpers.MnistModel(784, h, 10).linear1.parameters())
+    print(f"hidden {h:>4}: {total:>7,} parameters, {first / total:.0%} of them in the first layer")""",
     ),
-)
-
-
-register(
-    "03_model",
     Exercise(
-        2,
+        "two hidden layers",
         _check_two_hidden_layers,
-        hints={
-            "en": "copy MnistModel and add a third nn.Linear: 784 → 64, 64 → 32, 32 → 10, with F.relu after the "
-            "first two; then deeper = YourClass()",
-            "zh": "照着 MnistModel 写，再加一个 nn.Linear，三层分别是 784 → 64、64 → 32、32 → 10，"
-            "前两层之后各接 F.relu；然后 deeper = 你的类()",
-        },
-        solutions={
-            "en": "three linear layers, a ReLU after each of the first two",
-            "zh": "三个线性层，前两层之后各接一个 ReLU",
-        },
+        nudge="three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then return "
+        "the last one's output; then deeper = TwoHiddenLayers()",
+        idea="three linear layers, a ReLU after each of the first two",
         code="""class TwoHiddenLayers(nn.Module):
     def __init__(self):
         super().__init__()
@@ -514,7 +594,8 @@ register(
         return self.linear3(out)
 
 
-deeper = TwoHiddenLayers()""",
+deeper = TwoHiddenLayers()
+print("outputs:", list(deeper(images).shape), "| parameters:", f"{sum(p.numel() for p in deeper.parameters()):,}")""",
     ),
 )
 
@@ -522,140 +603,146 @@ deeper = TwoHiddenLayers()""",
 # ------------------------------------------------------------------------------------------------ 04: devices
 
 
-def _check_moved_once(namespace: dict) -> dict[str, str]:
+def _seconds(function: Callable, device: Any) -> float:
+    """Seconds `function` takes, the device's queued work included."""
     import torch
 
-    images, device = answer(namespace, "val_on_device"), torch.device(namespace["DEVICE"])
-    n = len(namespace["val_set"])
+    wait = {"cuda": torch.cuda.synchronize, "mps": getattr(torch.mps, "synchronize", None)}.get(device.type)
+    t0 = time.perf_counter()
+    function()
+    if wait:
+        wait()
+    return time.perf_counter() - t0
+
+
+def _check_moved_once(namespace: dict) -> Said:
+    import torch
+
+    images = answer(namespace, "val_on_device")
+    device, val_set = torch.device(need(namespace, "DEVICE")), need(namespace, "val_set")
+    first = val_set[0][0]
+    n, shape = len(val_set), [len(val_set), *first.shape]
     if not isinstance(images, torch.Tensor):
-        raise NotYet(
-            en=f"val_on_device is a {type(images).__name__}; make it one tensor holding every validation image",
-            zh=f"val_on_device 是一个 {type(images).__name__}；应该是装着全部验证图像的一个张量",
-        )
-    if len(images) != n:
-        raise NotYet(
-            en=f"val_on_device holds {len(images):,} images; the validation set has {n:,}: take them as one batch, "
-            "next(iter(DataLoader(val_set, len(val_set))))",
-            zh=f"val_on_device 装着 {len(images):,} 张图像；验证集有 {n:,} 张，应该把它们当作一个批量取出，"
-            "即 next(iter(DataLoader(val_set, len(val_set))))",
-        )
+        raise NotYet("val_on_device is a {kind}; make it one tensor holding every validation image: "
+                     "val_images.to(DEVICE)", kind=_kind(images))  # fmt: skip
+    if list(images.shape) == [n] or not images.is_floating_point():
+        raise NotYet("val_on_device has shape {found} and holds {dtype}: those are the labels; move the images, "
+                     "val_images, of shape {shape}", found=list(images.shape), dtype=images.dtype,
+                     shape=shape)  # fmt: skip
+    if list(images.shape) != shape:
+        raise NotYet("val_on_device has shape {found}; every validation image in one tensor has shape {shape}: "
+                     "take them as one batch, next(iter(DataLoader(val_set, len(val_set))))",
+                     found=list(images.shape), shape=shape)  # fmt: skip
     if images.device.type != device.type:
-        raise NotYet(
-            en=f"val_on_device is on {images.device.type}; the notebook's device is {device}: move it there once, "
-            "with .to(DEVICE)",
-            zh=f"val_on_device 在 {images.device.type} 上；本笔记本的设备是 {device}，用 .to(DEVICE) 把它一次移过去",
-        )
-    return {
-        "en": f"{n:,} images in one tensor on {device}; each batch is now a slice, val_on_device[i : i + 256]",
-        "zh": f"{n:,} 张图像在 {device} 上的一个张量里；现在每个批量就是一个切片 val_on_device[i : i + 256]",
-    }
+        raise NotYet("val_on_device is on {found}; the notebook's device is {device}: move it there once, with "
+                     ".to(DEVICE)", found=images.device.type, device=device)  # fmt: skip
+    if not torch.equal(images[0].cpu(), first):
+        raise NotYet("val_on_device[0] is not the first validation image, val_set[0][0]: gather them in order, "
+                     "without shuffling")  # fmt: skip
+    sliced = run("one_pass_sliced()", answer(namespace, "one_pass_sliced"))
+    if _holds_placeholder(sliced):
+        raise Unanswered("one_pass_sliced")
+    per_batch = run("one_pass_per_batch()", need(namespace, "one_pass_per_batch"))
+    sums = [torch.stack([torch.as_tensor(x).float().cpu() for x in sums]) for sums in (per_batch, sliced)]
+    if sums[0].shape != sums[1].shape or not torch.allclose(*sums, rtol=1e-4):
+        raise NotYet("one_pass_sliced() gives {got} batches that are not the DataLoader's {want}: slice 256 images "
+                     "at a time, val_on_device[i : i + 256]", got=len(sums[1]), want=len(sums[0]))  # fmt: skip
+    fields = {"n": n, "device": device, "copied": 1e3 * _seconds(namespace["one_pass_per_batch"], device)}
+    fields["sliced"] = 1e3 * _seconds(namespace["one_pass_sliced"], device)
+    if device.type == "cpu":
+        return Said("{n:,} images in one tensor, and its slices hold the DataLoader's batches ({copied:.1f} ms "
+                    "copied per batch, {sliced:.1f} ms sliced). On a CPU .to(DEVICE) copies nothing, so this checked "
+                    "the tensor and the slices only; on a GPU the check also finds the images in GPU memory, and "
+                    "the times show what one copy saves", **fields)  # fmt: skip
+    return Said("{n:,} images in one tensor on {device}, and its slices hold the DataLoader's batches: {copied:.1f} "
+                "ms copied per batch, {sliced:.1f} ms sliced", **fields)  # fmt: skip
 
 
-def _check_dict_to_device(namespace: dict) -> dict[str, str]:
+# What an error on each container means, by what it says: (the container, the error's words, what to do).
+DICT_ERRORS = (
+    ("a_dict", "'dict' object has no attribute 'to'", "your function does not know dicts yet: it calls .to on the "
+     "dict itself; add a branch for dicts before the last line"),
+    ("a_list", "'list' object has no attribute 'to'", "dicts work now, but lists no longer do: keep the lesson's "
+     "branch for lists and tuples"),
+    ("a_dict_of_lists", "'list' object has no attribute 'to'", "dicts and lists move, but a dict whose values are "
+     "lists fails: move each value by calling your function on it, not .to, so that it recurses"),
+)  # fmt: skip
+
+
+def _check_dict_to_device(namespace: dict) -> Said:
     import torch
 
-    move = answer(namespace, "to_device_with_dicts")
+    move, meta = function(namespace, "to_device_with_dicts"), torch.device("meta")
     images, labels = torch.zeros(2, 3), torch.zeros(2, dtype=torch.long)
-    cases = {
-        "a dict": {"images": images, "labels": labels},
-        "a list": [images, labels],
-        "a dict of lists": {"x": [images]},
-    }
-    in_chinese = {"a dict": "字典", "a list": "列表", "a dict of lists": "值为列表的字典"}
+    cases = {"a_dict": {"images": images, "labels": labels}, "a_list": [images, labels]}
+    cases["a_dict_of_lists"] = {"x": [images]}
     moved = {}
-    for what, data in cases.items():
+    for case, data in cases.items():
+        call = f"to_device_with_dicts({case}, 'meta')"
         try:
-            moved[what] = move(data, "meta")
-        except Exception as err:  # the learner's function: its error is what to fix
-            if what == "a dict" and isinstance(err, AttributeError):
-                raise NotYet(
-                    en="your function does not know dicts yet: it calls .to on the dict itself; add a branch for "
-                    "dicts before the last line",
-                    zh="你的函数还不能处理字典，它对字典本身调用了 .to；在最后一行之前加一个处理字典的分支",
-                ) from None
-            if what == "a dict of lists":
-                raise NotYet(
-                    en=f"dicts and lists move, but a dict whose values are lists fails ({type(err).__name__}: "
-                    f"{err}): move each value by calling your function on it, not .to, so that it recurses",
-                    zh=f"字典和列表都能移动，但值为列表的字典出错（{type(err).__name__}: {err}）；"
-                    "对每个值调用你的函数本身，而不是 .to，让它递归",
-                ) from None
-            raise NotYet(
-                en=f"your function raised {type(err).__name__} ({err}) on {what}; try it on one",
-                zh=f"你的函数处理{in_chinese[what]}时出错，引发了 {type(err).__name__}（{err}）",
-            ) from None
+            moved[case] = move(data, "meta")
+        except Exception as err:
+            known = next((m for c, says, m in DICT_ERRORS if c == case and says in str(err)), None)
+            raise (NotYet(known) if known else raised(err, call)) from None
+        if moved[case] is None:
+            raise NotYet("{call} returned None: does each branch of your function end with return?", call=call)
+        want = (list, tuple) if case == "a_list" else dict
+        if not isinstance(moved[case], want) and not _holds_placeholder(moved[case]):
+            raise NotYet("{call} returned a {kind}; it should build a {want}", call=call, kind=_kind(moved[case]),
+                         want="list" if case == "a_list" else "dict")  # fmt: skip
     if _holds_placeholder(list(moved.values())):  # the exercise cell's outline, its ____ not yet replaced
         raise Unanswered("to_device_with_dicts")
-    if not isinstance(moved["a dict"], dict):
-        raise NotYet(
-            en=f"for a dict your function returned a {type(moved['a dict']).__name__}: build a dict, "
-            "{key: ... for key, value in data.items()}",
-            zh=f"对于字典，你的函数返回了 {type(moved['a dict']).__name__}；应该构造一个字典，"
-            "即 {key: ... for key, value in data.items()}",
-        )
-    if set(moved["a dict"]) != {"images", "labels"}:
-        raise NotYet(
-            en=f"the dict came back with the keys {sorted(moved['a dict'])}: keep each key with its moved value",
-            zh=f"返回的字典的键是 {sorted(moved['a dict'])}；每个键都要保留，并配上移动后的值",
-        )
-    if any(v.device.type != "meta" for v in moved["a dict"].values()):
-        raise NotYet(
-            en="the dict came back with its tensors where they were: move each value, by calling your function on it",
-            zh="返回的字典中的张量没有移动；对每个值调用你的函数，把它移过去",
-        )
-    if not all(t.device.type == "meta" for t in moved["a list"]):
-        raise NotYet(
-            en="dicts work now, but lists no longer do: keep the lesson's branch for lists and tuples",
-            zh="字典可以了，但列表不行了；保留原课程处理列表和元组的那个分支",
-        )
-    if moved["a dict of lists"]["x"][0].device.type != "meta":
-        raise NotYet(
-            en="a dict whose values are lists comes back unmoved: call your function on each value, so it recurses",
-            zh="值为列表的字典没有被移动；对每个值调用你的函数本身，让它递归",
-        )
-    return {
-        "en": "dicts, lists and dicts of lists all move, key by key",
-        "zh": "字典、列表和值为列表的字典都能移动，字典逐个键处理",
-    }
+    if set(moved["a_dict"]) != {"images", "labels"}:
+        raise NotYet("the dict came back with the keys {keys}: keep each key with its moved value",
+                     keys=sorted(moved["a_dict"]))  # fmt: skip
+    if any(getattr(v, "device", None) != meta for v in moved["a_dict"].values()):
+        raise NotYet("the dict came back with its tensors where they were: move each value, by calling your "
+                     "function on it")  # fmt: skip
+    if not all(getattr(t, "device", None) == meta for t in moved["a_list"]):
+        raise NotYet("dicts work now, but lists no longer do: keep the lesson's branch for lists and tuples")
+    inner = moved["a_dict_of_lists"].get("x")
+    if not (isinstance(inner, (list, tuple)) and inner and getattr(inner[0], "device", None) == meta):
+        raise NotYet("a dict whose values are lists comes back with {found!r} for its list: call your function on "
+                     "each value, so that it recurses", found=inner)  # fmt: skip
+    return Said("dicts, lists and dicts of lists all move, key by key")
 
 
 register(
     "04_device_transfer",
     Exercise(
-        1,
+        "per-batch copies against one copy",
         _check_moved_once,
-        hints={
-            "en": "one DataLoader batch of len(val_set) images gives every image in one tensor; then .to(DEVICE) once",
-            "zh": "一个大小为 len(val_set) 的 DataLoader 批量就是装着全部图像的一个张量；然后只调用一次 .to(DEVICE)",
-        },
-        solutions={
-            "en": "one copy of 10,000 images instead of 40 copies of 256; time both with helpers.synchronize",
-            "zh": "一次复制 10,000 张图像，而不是 40 次各复制 256 张；两种做法都用 helpers.synchronize 计时",
-        },
-        code="""val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))
-val_on_device = val_images.to(DEVICE)""",
+        nudge="val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
+        idea="one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way",
+        code='''val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))  # every image, one batch
+val_on_device = val_images.to(DEVICE)
+
+
+def one_pass_per_batch():
+    """The lesson's way: DeviceDataLoader copies each batch of 256 to the device as it comes."""
+    batches = DataLoader(torch.utils.data.TensorDataset(val_images, val_labels), 256)
+    return [xb.sum() for xb, _ in helpers.DeviceDataLoader(batches, DEVICE)]
+
+
+def one_pass_sliced():
+    """The images copied once, above: each batch of 256 is a slice of val_on_device."""
+    return [val_on_device[i : i + 256].sum() for i in range(0, len(val_on_device), 256)]''',
     ),
-)
-register(
-    "04_device_transfer",
     Exercise(
-        2,
+        "a to_device that knows dicts",
         _check_dict_to_device,
-        hints={
-            "en": "add a branch before the one for lists: if isinstance(data, dict), return a dict whose values are "
-            "moved by the same function",
-            "zh": "在处理列表的分支之前加一个分支，在 isinstance(data, dict) 时返回一个字典，其中的值由同一个函数移动",
-        },
-        solutions={
-            "en": "a dict branch that calls the function on every value, so nested containers move too",
-            "zh": "增加一个处理字典的分支，对每个值调用函数本身，嵌套的容器也就一起移动了",
-        },
+        nudge="in the dict branch, return a dict whose values are moved by the same function: "
+        "{key: to_device_with_dicts(value, device) for key, value in data.items()}",
+        idea="a dict branch that calls the function on every value, so nested containers move too",
         code="""def to_device_with_dicts(data, device):
     if isinstance(data, dict):
         return {key: to_device_with_dicts(value, device) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
         return [to_device_with_dicts(x, device) for x in data]
-    return data.to(device, non_blocking=True)""",
+    return data.to(device, non_blocking=True)
+
+
+print({key: value.device for key, value in to_device_with_dicts(batch, lesson_device).items()})""",
     ),
 )
 
@@ -663,383 +750,311 @@ register(
 # ------------------------------------------------------------------------------------------------ 05: training
 
 
-def _check_batch_and_lr(namespace: dict) -> dict[str, str]:
-    results = answer(namespace, "results")
-    wanted = [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)]
-    _missing("results", results, wanted)
-    accs = {key: _trained(results[key], f"results[{key}]", least=0) for key in wanted}
+def _accuracies(namespace: dict, name: str, keys: Sequence, check: Callable = accuracy) -> dict:
+    """The learner's dict `name` of accuracies, one for each of `keys`, each checked with `check`."""
+    found = entries(answer(namespace, name), name, keys)
+    return {key: check(found[key], f"{name}[{key!r}]") for key in keys}
+
+
+def _check_batch_and_lr(namespace: dict) -> Said:
+    accs = _accuracies(namespace, "results", [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)])
     if all(accs[(size, 0.05)] == accs[(size, 0.5)] for size in (32, 128, 512)):
-        raise NotYet(
-            en="at each batch size both learning rates scored the same: give each run its own rate, "
-            "[(exercise_epochs, lr)]",
-            zh="在每种批量大小下，两个学习率的得分都相同；让每次运行使用自己的学习率，即 [(exercise_epochs, lr)]",
-        )
+        raise NotYet("at each batch size both learning rates scored the same: give each run its own rate, "
+                     "[(exercise_epochs, lr)]")  # fmt: skip
     if all(accs[(32, lr)] == accs[(128, lr)] == accs[(512, lr)] for lr in (0.05, 0.5)):
-        raise NotYet(
-            en="at each learning rate the three batch sizes scored the same: give each run its own batch size, "
-            "train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
-            zh="在每个学习率下，三种批量大小的得分都相同；让每次运行使用自己的批量大小，"
-            "即 train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)",
-        )
-    best = answer(namespace, "best")
-    top = max(accs, key=accs.get)
+        raise NotYet("at each learning rate the three batch sizes scored the same: give each run its own batch "
+                     "size, train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)")  # fmt: skip
+    best, top, worst = answer(namespace, "best"), max(accs, key=accs.get), min(accs, key=accs.get)
     if not isinstance(best, (tuple, list)) or tuple(best) != top:
-        raise NotYet(
-            en=f"best is {best!r}, but your results say {top} did best ({accs[top]:.4f}): best = max(results, "
-            "key=results.get)",
-            zh=f"best 是 {best!r}，但你的结果表明 {top} 最好（{accs[top]:.4f}）；"
-            "应该是 best = max(results, key=results.get)",
-        )
-    worst = min(accs, key=accs.get)
-    return {
-        "en": f"batch {top[0]} at lr {top[1]} did best ({accs[top]:.4f}), batch {worst[0]} at lr {worst[1]} worst "
-        f"({accs[worst]:.4f}): smaller batches take more steps per epoch, a larger rate bigger ones",
-        "zh": f"批量大小 {top[0]}、学习率 {top[1]} 最好（{accs[top]:.4f}），批量大小 {worst[0]}、学习率 {worst[1]} "
-        f"最差（{accs[worst]:.4f}）。原因是批量越小，每轮的步数越多；学习率越大，每一步越大",
-    }
+        raise NotYet("best is {found!r}, but your results say {top} did best ({acc:.4f}): best = max(results, "
+                     "key=results.get)", found=best, top=top, acc=accs[top])  # fmt: skip
+    return Said("batch {top[0]} at lr {top[1]} did best ({best:.4f}), batch {worst[0]} at lr {worst[1]} worst "
+                "({least:.4f}): smaller batches take more steps per epoch, a larger rate bigger ones", top=top,
+                best=accs[top], worst=worst, least=accs[worst])  # fmt: skip
 
 
-def _check_hidden_sizes(namespace: dict) -> dict[str, str]:
-    import math
-
-    results = answer(namespace, "hidden_results")
-    _missing("hidden_results", results, [16, 64, 128])
-    accs = {h: _trained(results[h], f"hidden_results[{h}]") for h in sorted(results)}
+def _check_hidden_sizes(namespace: dict) -> Said:
+    accs = _accuracies(namespace, "hidden_results", [16, 64, 128], trained)
+    accs |= {h: trained(a, f"hidden_results[{h}]") for h, a in answer(namespace, "hidden_results").items()}
+    accs = dict(sorted(accs.items()))
     if len(set(accs.values())) == 1:
-        raise NotYet(
-            en=f"every hidden size scored {accs[16]:.4f}, as if all were one model: build each with its own size, "
-            "helpers.MnistModel(784, h, 10), not hidden_size",
-            zh=f"每种隐藏层大小的得分都是 {accs[16]:.4f}，就像同一个模型一样；每个模型都要用自己的大小来创建，"
-            "即 helpers.MnistModel(784, h, 10)，而不是 hidden_size",
-        )
-    listed = ", ".join(f"{h}: {a:.4f}" for h, a in accs.items())
-    listed_zh = "准确率在隐藏单元为 " + "，".join(f"{h} 时是 {a:.4f}" for h, a in accs.items())
+        raise NotYet("every hidden size scored {acc:.4f}, as if all were one model: build each with its own size, "
+                     "helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
     sizes = list(accs)
-    per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) for a, b in zip(sizes, sizes[1:])]
+    per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(sizes, sizes[1:])]
+    listed = ", ".join(f"{h} → {a:.4f}" for h, a in accs.items())
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
-        return {
-            "en": f"{listed}; each doubling gains less than the one before",
-            "zh": f"{listed_zh}；每翻一倍，增益都比上一次小",
-        }
-    gains = ", ".join(f"{g * 100:+.2f}" for g in per_doubling)
-    gains_zh = "、".join(f"{g * 100:+.2f}" for g in per_doubling)
-    return {
-        "en": f"{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
-        "within what another seed changes (notebook 06)",
-        "zh": f"{listed_zh}。每翻一倍分别变化 {gains_zh} 个百分点；变化并不稳定，零点几个百分点的变化"
-        "在换一个随机种子带来的波动之内（笔记本 06）",
-    }
+        return Said("{listed}; each doubling gains less than the one before", listed=listed)
+    return Said("{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
+                "within what another seed changes (notebook 06)", listed=listed,
+                gains=", ".join(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
 
 
-def _check_deeper_trained(namespace: dict) -> dict[str, str]:
-    _check_two_hidden_layers(namespace)
+def _check_deeper_trained(namespace: dict) -> Said:
+    make = function(namespace, "make_deeper")
+    model = run("make_deeper()", make)
+    if _holds_placeholder(model):
+        raise Unanswered("make_deeper")
+    _architecture(model, "make_deeper()")
     history = answer(namespace, "deeper_history")
     if not (isinstance(history, list) and history and isinstance(history[-1], dict)):
-        raise NotYet(
-            en="deeper_history should be the list that fit returns, one dict per epoch",
-            zh="deeper_history 应该是 fit 返回的列表，每轮一个字典",
-        )
-    acc = _trained(history[-1], "deeper_history[-1]['val_acc']")
-    return {
-        "en": f"784 → 64 → 32 → 10 trained to {acc:.4f} validation accuracy in {len(history)} epochs",
-        "zh": f"784 → 64 → 32 → 10 训练 {len(history)} 轮，验证准确率为 {acc:.4f}",
-    }
+        raise NotYet("deeper_history is {found!r}; it should be the history train_on_device returns, a list "
+                     "with a dict per epoch", found=history)  # fmt: skip
+    acc = trained(history[-1], "deeper_history[-1]['val_acc']")
+    return Said("784 → 64 → 32 → 10 trained to {acc:.4f} validation accuracy in {epochs} epochs", acc=acc,
+                epochs=len(history))  # fmt: skip
 
 
 register(
     "05_training",
     Exercise(
-        1,
+        "batch size and learning rate",
         _check_batch_and_lr,
-        hints={
-            "en": "loop over the batch sizes and the learning rates; for each pair, train_on_device(model_fn, "
-            "[(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns its history: keep "
-            "results[(size, lr)] = its last val_acc; best = max(results, key=results.get)",
-            "zh": "对批量大小和学习率做双重循环；对每一对，train_on_device(model_fn, [(exercise_epochs, lr)], size, "
-            "exercise_set) 训练一个新模型并返回训练历史，记下 results[(size, lr)] = 最后一轮的 val_acc；"
-            "best = max(results, key=results.get)",
-        },
-        solutions={
-            "en": "six fresh models, the same epochs each; compare the accuracies at each batch size",
-            "zh": "六个新模型，每个训练同样的轮数；在每种批量大小下比较准确率",
-        },
-        code="""print(f"{'batch':>5} {'lr':>5} {'val_acc':>8} {'s/epoch':>8}")
+        nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns "
+        "its history: keep its last val_acc; best = max(results, key=results.get)",
+        idea="six fresh models, the same epochs each; compare the accuracies at each batch size",
+        code="""model_fn = partial(helpers.MnistModel, 784, hidden_size, 10)
+print(f"{'batch':>5} {'lr':>5} {'val_acc':>8} {'s/epoch':>8}")
 results = {}
 for size in (32, 128, 512):
     for lr in (0.05, 0.5):
-        model_fn = partial(helpers.MnistModel, 784, hidden_size, 10)
         runs = train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)
         results[(size, lr)] = runs[-1]["val_acc"]
         print(f"{size:>5} {lr:>5} {results[(size, lr)]:>8.4f} {sum(h['epoch_s'] for h in runs) / len(runs):>8.3f}")
 best = max(results, key=results.get)""",
     ),
-)
-register(
-    "05_training",
     Exercise(
-        2,
+        "hidden size",
         _check_hidden_sizes,
-        hints={
-            "en": "for h in 16, 64, 128, train_on_device(partial(helpers.MnistModel, 784, h, 10), "
-            "[(exercise_epochs, lr1)], data=exercise_set) trains one; keep hidden_results[h] = its last val_acc",
-            "zh": "对 h = 16、64、128，用 train_on_device(partial(helpers.MnistModel, 784, h, 10), "
-            "[(exercise_epochs, lr1)], data=exercise_set) 训练，记下 hidden_results[h] = 最后一轮的 val_acc",
-        },
-        solutions={
-            "en": "a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
-            "zh": "每种大小训练一个新模型，包括原课程的 32；隐藏单元越多，准确率略高一些",
-        },
+        nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], data=exercise_set) "
+        "trains a model with h hidden units; keep its last val_acc",
+        idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
         code="""hidden_results = {}
 for h in (16, 32, 64, 128):
-    runs = train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, lr1)], data=exercise_set)
+    runs = train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], data=exercise_set)
     hidden_results[h] = runs[-1]["val_acc"]""",
     ),
-)
-register(
-    "05_training",
     Exercise(
-        3,
+        "two hidden layers",
         _check_deeper_trained,
-        hints={
-            "en": "notebook 03's exercise built this model (nn.Sequential is shorter); set deeper to one, then "
-            "deeper_history = train_on_device(lambda: deeper, [(exercise_epochs, lr1)], data=exercise_set)",
-            "zh": "笔记本 03 的练习已经搭过这个模型（用 nn.Sequential 更短）；把 deeper 设为它的一个实例，再让 "
-            "deeper_history = train_on_device(lambda: deeper, [(exercise_epochs, lr1)], data=exercise_set)",
-        },
-        solutions={
-            "en": "a model of three linear layers with ReLUs between, trained like the lesson's",
-            "zh": "三个线性层、层间接 ReLU 的模型，按原课程的方式训练",
-        },
-        code="""layers = [nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10)]
-deeper = nn.Sequential(*layers)
-deeper_history = train_on_device(lambda: deeper, [(exercise_epochs, lr1)], data=exercise_set)""",
+        nudge="make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); train_on_device "
+        "calls it for a fresh model: train_on_device(make_deeper, [(exercise_epochs, 0.5)], data=exercise_set)",
+        idea="a model of three linear layers with ReLUs between, trained like the lesson's",
+        code="""def make_deeper():
+    return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+
+deeper_history = train_on_device(make_deeper, [(exercise_epochs, 0.5)], data=exercise_set)""",
     ),
 )
 
 
-# ------------------------------------------------------------------------------------------------ 06: results
+# ------------------------------------------------------------------------------------------------ 06-08
 
 
-def _check_fashion_accuracy(namespace: dict) -> dict[str, str]:
-    acc = _trained(answer(namespace, "fashion_test_acc"), "fashion_test_acc")
+def _check_fashion_accuracy(namespace: dict) -> Said:
+    acc = trained(answer(namespace, "fashion_test_acc"), "fashion_test_acc")
     if acc > 0.94:
-        raise NotYet(
-            en=f"{acc:.4f} is what the model scores on MNIST's digits: evaluate it on Fashion-MNIST's test set, "
-            "helpers.load_fashion_mnist(DATA, train=False)",
-            zh=f"{acc:.4f} 是模型在 MNIST 手写数字上的成绩；要在 Fashion-MNIST 的测试集上评估，"
-            "测试集用 helpers.load_fashion_mnist(DATA, train=False) 加载",
-        )
-    return {
-        "en": f"{acc:.4f} on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
-        "zh": f"Fashion-MNIST 测试集上的准确率为 {acc:.4f}，低于 MNIST，因为服装比手写数字更难区分",
-    }
+        raise NotYet("fashion_test_acc is {found:.4f}, what the model scores on MNIST's digits: evaluate it on "
+                     "Fashion-MNIST's test set, test_fast", found=acc)  # fmt: skip
+    return Said("{acc:.4f} on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
+                acc=acc)  # fmt: skip
+
+
+def _sure(namespace: dict) -> dict:
+    """What 07's check compares with: each test image's confidence, and whether the model got it right."""
+    predictions = need(namespace, "predictions")
+    right = predictions["preds"] == predictions["labels"]
+    return {"confidence": predictions["probs"].max(dim=1).values, "right": right, "all_right": int(right.sum())}
+
+
+SURE = Table(
+    "answered",
+    (0.5, 0.9, 0.99),
+    entry=pair("{name} is {found!r}; it should be a pair of counts: (images answered, how many of them right)"),
+    expected=lambda t, c: (int((c.confidence >= t).sum()), int((c.right & (c.confidence >= t)).sum())),
+    context=_sure,
+    mistakes=(
+        (
+            lambda f, c: any(isinstance(x, float) and 0 < x < 1 for x in f),
+            "{name} holds {found!r}: a share, not a count; count the images with .sum(), not .mean()",
+        ),
+        (lambda f, c: not all(isinstance(x, int) for x in f), "{name} holds {found}; both are counts, whole numbers"),
+        (
+            lambda f, c: f == c.expected[::-1],
+            "at {key}, the two numbers are swapped: first the images answered ({expected[0]:,}), then how many of "
+            "them are right ({expected[1]:,})",
+        ),
+        (
+            lambda f, c: f[0] == len(c.confidence) - c.expected[0],
+            "at {key}, {found[0]:,} counts the images below the threshold; keep those with confidence >= {key}",
+        ),
+        (
+            lambda f, c: f[0] != c.expected[0],
+            "at {key}, the model answers {expected[0]:,} images, not {found[0]:,}: the confidence is the largest "
+            'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
+        ),
+        (
+            lambda f, c: f[1] == c.all_right,
+            "at {key}, {found[1]:,} counts the right answers among all the test images; count them among the images "
+            "the model is sure of: (right & sure).sum()",
+        ),
+        (
+            lambda f, c: f[1] == c.expected[0] - c.expected[1],
+            "at {key}, {found[1]:,} counts the wrong answers among the sure ones; count the right ones: "
+            "(right & sure).sum()",
+        ),
+    ),
+    otherwise="at {key}, {found[1]:,} is not how many of the {expected[0]:,} sure answers are right",
+)
+
+
+def _check_sure_answers(namespace: dict) -> Said:
+    answered, context = SURE(namespace)
+    n, r = answered[0.99]
+    return Said("at 0.99 the model answers {share:.1%} of the images and gets {right:.2%} of them right; the rest "
+                "would go to a person", share=n / len(context.confidence), right=r / max(n, 1))  # fmt: skip
+
+
+def _check_inside_a_checkpoint(namespace: dict) -> Said:
+    import torch
+
+    path = need(namespace, "demo") / "run.ckpt"
+    if not path.is_file():
+        raise NotYet("{path} is not there yet: run the demo's cells above, which train and save it", path=path)
+    state = torch.load(path, weights_only=True)
+    completed = count(answer(namespace, "completed"), "completed")
+    if completed == len(state) != state["epoch"]:
+        raise NotYet("{found} is the number of keys in the checkpoint; the completed epochs are under the key "
+                     "'epoch' (or count the history)", found=completed)  # fmt: skip
+    if completed != state["epoch"]:
+        raise NotYet("completed is {found}, but the checkpoint holds {epochs} completed epochs: state['epoch']",
+                     found=completed, epochs=state["epoch"])  # fmt: skip
+    score, last = accuracy(answer(namespace, "restored_score"), "restored_score"), state["history"][-1]["val_acc"]
+    if score < 0.2:
+        raise NotYet("restored_score is {found:.4f}, what an untrained model scores: load the checkpoint into the "
+                     'fresh model, helpers.load_checkpoint(demo / "run.ckpt", restored), before you evaluate it',
+                     found=score)  # fmt: skip
+    if abs(score - last) > 1e-4:
+        raise NotYet("restored_score is {found:.4f} where the history's last epoch says {last:.4f}: load the "
+                     "checkpoint into the model with helpers.load_checkpoint, then evaluate on the same validation "
+                     "loader, val_fast", found=score, last=last)  # fmt: skip
+    return Said("{completed} completed epochs, and the restored model scores {score:.4f}, what the last one recorded",
+                completed=completed, score=score)  # fmt: skip
 
 
 register(
     "06_plots",
     Exercise(
-        1,
+        "the same model on Fashion-MNIST",
         _check_fashion_accuracy,
-        hints={
-            "en": "the same steps as for MNIST: load, split, make loaders, train a fresh MnistModel with fit, then "
-            "helpers.evaluate on the Fashion-MNIST test loader; fashion_test_acc = its 'val_acc'",
-            "zh": "步骤与 MNIST 相同，即加载、划分、创建数据加载器、用 fit 训练一个新的 MnistModel，"
-            "再在 Fashion-MNIST 的测试数据加载器上调用 helpers.evaluate；fashion_test_acc = 结果中的 'val_acc'",
-        },
-        solutions={
-            "en": "the lesson's schedule on Fashion-MNIST: shirts, pullovers and coats are the classes it mixes up",
-            "zh": "在 Fashion-MNIST 上沿用原课程的训练计划，模型最容易混淆的是衬衫、套头衫和外套这几类",
-        },
+        nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
+        "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
+        idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits",
         code="""fashion = helpers.load_fashion_mnist(DATA)
-fashion_test = helpers.load_fashion_mnist(DATA, train=False)
 fashion_train, fashion_val = helpers.split_dataset(fashion, seed=seed)
-loaders = [
+fashion_test = helpers.load_fashion_mnist(DATA, train=False)
+train_fast, val_fast, test_fast = [
     helpers.DeviceResidentLoader.from_dataset(part, size, shuffle=shuffle, device=DEVICE, seed=seed)
     for part, size, shuffle in ((fashion_train, 128, True), (fashion_val, 256, False), (fashion_test, 256, False))
 ]
 helpers.seed_everything(seed)
 fashion_model = helpers.to_device(helpers.MnistModel(784, hidden_size, 10), DEVICE)
-first = math.ceil(exercise_epochs / 2)
-helpers.fit(first, 0.5, fashion_model, *loaders[:2], progress=False, verbose=False)
-helpers.fit(exercise_epochs - first, 0.1, fashion_model, *loaders[:2], progress=False, verbose=False)
-fashion_test_acc = helpers.evaluate(fashion_model, loaders[2])["val_acc"]""",
+first = math.ceil(exercise_epochs / 2)  # the lesson's two phases: first at 0.5, the rest at 0.1
+quiet = {"progress": False, "verbose": False}
+fashion_history = helpers.fit(first, 0.5, fashion_model, train_fast, val_fast, **quiet)
+fashion_history += helpers.fit(exercise_epochs - first, 0.1, fashion_model, train_fast, val_fast, **quiet)
+fashion_test_acc = helpers.evaluate(fashion_model, test_fast)["val_acc"]""",
     ),
 )
-
-
-# ------------------------------------------------------------------------------------------------ 07, 08
-
-
-def _check_sure_answers(namespace: dict) -> dict[str, str]:
-    answered = answer(namespace, "answered")
-    predictions = namespace["predictions"]
-    confidence = predictions["probs"].max(dim=1).values
-    right = predictions["preds"] == predictions["labels"]
-    thresholds = [0.5, 0.9, 0.99]
-    _missing("answered", answered, thresholds)
-    for t in thresholds:
-        sure = confidence >= t
-        count, correct = int(sure.sum()), int((right & sure).sum())
-        found = answered[t]
-        if not (isinstance(found, (tuple, list)) and len(found) == 2):
-            raise NotYet(
-                en=f"answered[{t}] is {found!r}; it should be a pair of counts: (images answered, of them right)",
-                zh=f"answered[{t}] 是 {found!r}；应该是一对计数，即（作答的图像数，其中答对的张数）",
-            )
-        n, r = found
-        if any(isinstance(x, float) and 0 < x < 1 for x in (n, r)):
-            raise NotYet(
-                en=f"answered[{t}] holds {found!r}: a share, not a count; count the images with .sum(), not .mean()",
-                zh=f"answered[{t}] 是 {found!r}，这是比例，不是个数；用 .sum() 而不是 .mean() 来数图像",
-            )
-        if (n, r) == (correct, count) and n != r:
-            raise NotYet(
-                en=f"at {t}, the two numbers are swapped: first the images answered ({count:,}), then how many of "
-                f"them are right ({correct:,})",
-                zh=f"阈值 {t} 时，两个数的顺序反了，应该先是作答的图像数（{count:,}），"
-                f"再是其中答对的张数（{correct:,}）",
-            )
-        if n == len(confidence) - count and n != count:
-            raise NotYet(
-                en=f"at {t}, {_counted(n)} counts the images below the threshold; keep those with confidence >= {t}",
-                zh=f"阈值 {t} 时，{_counted(n)} 数的是低于阈值的图像；应该保留置信度 >= {t} 的图像",
-            )
-        if n != count:
-            raise NotYet(
-                en=f"at {t}, the model answers {count:,} images, not {_counted(n)}: the confidence is the largest "
-                'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
-                zh=f"阈值 {t} 时，模型作答的图像是 {count:,} 张，不是 {_counted(n)}。置信度是最大的那个概率，"
-                '即 predictions["probs"].max(dim=1).values，达到阈值的图像才计入',
-            )
-        if r == int(right.sum()) and r != correct:
-            raise NotYet(
-                en=f"at {t}, {_counted(r)} counts the right answers among all the test images; count them among "
-                "the images the model is sure of: (right & sure).sum()",
-                zh=f"阈值 {t} 时，{_counted(r)} 数的是全部测试图像中答对的；"
-                "应该只在模型有把握的图像中数，即 (right & sure).sum()",
-            )
-        if r != correct:
-            raise NotYet(
-                en=f"at {t}, {_counted(r)} is not how many of the {count:,} sure answers are right",
-                zh=f"阈值 {t} 时，{_counted(r)} 不是 {count:,} 个有把握的答案中答对的张数",
-            )
-    n, r = answered[0.99]
-    return {
-        "en": f"at 0.99 the model answers {n / len(confidence):.1%} of the images and gets {r / n:.2%} of them right; "
-        "the rest would go to a person",
-        "zh": f"阈值 0.99 时，模型对 {n / len(confidence):.1%} 的图像作答，其中 {r / n:.2%} 答对；其余的交给人来判断",
-    }
-
-
-def _check_inside_a_checkpoint(namespace: dict) -> dict[str, str]:
-    import torch
-
-    state = torch.load(namespace["demo"] / "run.ckpt", weights_only=True)
-    completed = answer(namespace, "completed")
-    if completed == len(state):
-        raise NotYet(
-            en=f"{completed} is the number of keys in the checkpoint; the completed epochs are under the key 'epoch' "
-            "(or count the history)",
-            zh=f"{completed} 是检查点中键的个数；完成的轮数存在键 'epoch' 下（也可以数训练历史的长度）",
-        )
-    if completed != state["epoch"]:
-        raise NotYet(
-            en=f"completed is {completed!r}, but the checkpoint holds {state['epoch']} completed epochs: "
-            "state['epoch']",
-            zh=f"completed 是 {completed!r}，但检查点记录的是完成了 {state['epoch']} 轮，即 state['epoch']",
-        )
-    score = answer(namespace, "restored_score")
-    if isinstance(score, float) and score < 0.2:
-        raise NotYet(
-            en=f"restored_score is {score:.4f}, what an untrained model scores: load the checkpoint into the fresh "
-            'model, helpers.load_checkpoint(demo / "run.ckpt", model), before you evaluate it',
-            zh=f"restored_score 是 {score:.4f}，这是未训练模型的得分；评估之前，先用 "
-            'helpers.load_checkpoint(demo / "run.ckpt", model) 把检查点载入这个新模型',
-        )
-    score = _trained(score, "restored_score")
-    last = state["history"][-1]["val_acc"]
-    if abs(score - last) > 1e-4:
-        raise NotYet(
-            en=f"restored_score is {score:.4f} where the history's last epoch says {last:.4f}: load the checkpoint "
-            "into the model with helpers.load_checkpoint, then evaluate on the same validation loader, val_fast",
-            zh=f"restored_score 是 {score:.4f}，而训练历史中最后一轮的记录是 {last:.4f}；先用 "
-            "helpers.load_checkpoint 把检查点载入模型，再在同一个验证数据加载器 val_fast 上评估",
-        )
-    return {
-        "en": f"{completed} completed epochs, and the restored model scores {score:.4f}, what the last one recorded",
-        "zh": f"完成了 {completed} 轮，恢复后的模型得分 {score:.4f}，与最后一轮的记录相同",
-    }
-
-
 register(
     "07_error_analysis",
     Exercise(
-        1,
+        "accuracy when the model is sure",
         _check_sure_answers,
-        hints={
-            "en": "sure = confidence >= t picks the images; sure.sum() counts them and (right & sure).sum() the right "
-            "ones, with right = predictions['preds'] == predictions['labels']",
-            "zh": "sure = confidence >= t 选出图像；sure.sum() 数出它们，(right & sure).sum() 数出其中答对的，"
-            "这里 right = predictions['preds'] == predictions['labels']",
-        },
-        solutions={
-            "en": "the more sure the model, the fewer images it answers and the more of them it gets right",
-            "zh": "模型越有把握，作答的图像越少，答对的比例越高",
-        },
-        code="""confidence = predictions["probs"].max(dim=1).values
+        nudge="sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() the "
+        "right ones",
+        idea="the more sure the model, the fewer images it answers and the more of them it gets right",
+        code="""confidence = predictions["probs"].max(dim=1).values  # each image's largest probability
 right = predictions["preds"] == predictions["labels"]
 answered = {}
 for threshold in (0.5, 0.9, 0.99):
     sure = confidence >= threshold
-    answered[threshold] = (int(sure.sum()), int((right & sure).sum()))""",
+    answered[threshold] = (int(sure.sum()), int((right & sure).sum()))
+
+for threshold, (count, correct) in answered.items():
+    print(f"confidence >= {threshold}: {count / len(confidence):.1%} of the images, {correct / count:.2%} right")""",
     ),
 )
 register(
     "08_checkpoints",
     Exercise(
-        1,
+        "look inside a checkpoint",
         _check_inside_a_checkpoint,
-        hints={
-            "en": "a checkpoint is a dict: print(list(state)) shows its keys; 'epoch' and 'history' answer the first "
-            "part, helpers.load_checkpoint and helpers.evaluate the second",
-            "zh": "检查点是一个字典，print(list(state)) 会显示它的键；用 'epoch' 和 'history' 可以回答第一问，"
-            "用 helpers.load_checkpoint 和 helpers.evaluate 可以回答第二问",
-        },
-        solutions={
-            "en": "the checkpoint holds everything needed to resume; the restored weights score what was recorded",
-            "zh": "检查点保存了继续训练所需的一切；恢复的权重得分与记录完全相同",
-        },
+        nudge="a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the first "
+        "part; helpers.load_checkpoint and helpers.evaluate the second",
+        idea="the checkpoint holds everything needed to resume; the restored weights score what was recorded",
         code="""state = torch.load(demo / "run.ckpt", weights_only=True)
 completed = state["epoch"]
 restored = helpers.to_device(helpers.MnistModel(), DEVICE)
 helpers.load_checkpoint(demo / "run.ckpt", restored)
-restored_score = helpers.evaluate(restored, val_fast)["val_acc"]""",
+restored_score = helpers.evaluate(restored, val_fast)["val_acc"]
+
+print("keys:", ", ".join(state))
+print(f"{completed} completed epochs, val_acc:", [round(h["val_acc"], 4) for h in state["history"]])""",
     ),
 )
 
+
 # ------------------------------------------------------------------------------------------------ 09-11: speed
+
+
+def _check_processes(namespace: dict) -> Said:
+    difference = number(answer(namespace, "four_difference"), "four_difference")
+    if difference < 0:
+        raise NotYet("four_difference is {found}; a difference of weights is never negative: take the largest "
+                     "absolute one, with max_difference", found=difference)  # fmt: skip
+    if difference > 1e-4:
+        raise NotYet("four_difference is {found!r}; 4 processes should end within rounding (about 1e-6) of 1 "
+                     "process: compare the weights of the same dry run, four.pt against one.pt",
+                     found=difference)  # fmt: skip
+    code = answer(namespace, "three_exit_code")
+    if hasattr(code, "returncode"):
+        raise NotYet("three_exit_code is the whole finished run; keep only its exit code: .returncode")
+    if isinstance(code, bool) or not isinstance(code, int):
+        raise NotYet("three_exit_code is {found!r}; it should be the whole number a command ends with: "
+                     "subprocess.run(...).returncode", found=code)  # fmt: skip
+    if code == 0:
+        raise NotYet("three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of "
+                     "the run with --nproc_per_node=3")  # fmt: skip
+    return Said("4 processes end {difference:.1e} from 1, and 3 stop with exit code {code}, as 128 does not split 3 "
+                "ways", difference=difference, code=code)  # fmt: skip
+
+
+def _check_mixed_precision(namespace: dict) -> Said:
+    results = answer(namespace, "results")
+    low = [k for k in ("bfloat16", "float16") if k in results] if isinstance(results, dict) else []
+    entries(results, "results", ["float32", *low[:1]])
+    if not low:
+        raise NotYet("results has {keys}; add 'bfloat16' (or 'float16' on a GPU without native bfloat16): the same "
+                     "training under helpers_speed.mixed_precision", keys=sorted(results))  # fmt: skip
+    for key in ("float32", low[0]):
+        if isinstance(results[key], dict) and "test_acc" in results[key]:
+            raise NotYet("results[{key!r}] is a whole run; keep only its test accuracy: run['test_acc']", key=key)
+    full, half = (trained(results[key], f"results[{key!r}]") for key in ("float32", low[0]))
+    return Said("float32 {full:.4f}, {amp} {half:.4f}: {apart:.2f} points apart", full=full, amp=low[0], half=half,
+                apart=abs(full - half) * 100)  # fmt: skip
 
 
 register(
     "09_cpu_vs_gpu",
     Exercise(
-        1,
+        "the same training on each device, small and large model",
         None,
-        hints={
-            "en": "on each device in devices, train helpers.MnistModel(784, hidden, 10) with helpers.fit on "
-            "resident loaders (helpers.DeviceResidentLoader.from_dataset) for hidden = 32, then 1024; each epoch "
-            "of fit's history has its 'train_s'",
-            "zh": "在 devices 中的每个设备上，用驻留数据加载器（helpers.DeviceResidentLoader.from_dataset）和 "
-            "helpers.fit 训练 helpers.MnistModel(784, hidden, 10)，hidden 先取 32，再取 1024；"
-            "fit 返回的训练历史中，每轮都有 'train_s'",
-        },
-        solutions={
-            "en": "expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy "
-            "and its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where "
-            "a GPU pulls ahead",
-            "zh": "预计 32 个隐藏单元的模型在 GPU 上快不了多少，因为它的每一步太小，不足以让 GPU 忙起来，"
-            "时间都花在启动运算上；1,024 个隐藏单元的模型计算量是它的 32 倍，GPU 在这里才领先",
-        },
+        nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
+        "each epoch of fit's history has its 'train_s'",
+        idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and its "
+        "time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU pulls ahead",
         code="""train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
 for hidden in (32, 1024):
     for name in devices:
@@ -1051,70 +1066,17 @@ for hidden in (32, 1024):
         print(f"hidden {hidden:>4} on {name:<6}: {min(h['train_s'] for h in runs):.2f} s per epoch of training")""",
     ),
 )
-
-
-def _check_processes(namespace: dict) -> dict[str, str]:
-    difference = answer(namespace, "four_difference")
-    if getattr(difference, "shape", None) == ():  # a tensor of one number: that number
-        difference = difference.item()
-    if isinstance(difference, bool) or not isinstance(difference, (int, float)):
-        raise NotYet(
-            en=f"four_difference is a {type(difference).__name__}; it should be one number, the largest weight "
-            'difference: max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))',
-            zh=f"four_difference 是一个 {type(difference).__name__}；应该是一个数，即最大的权重差，用 "
-            'max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt")) 求出',
-        )
-    if difference > 1e-4:
-        raise NotYet(
-            en=f"four_difference is {difference!r}; 4 processes should end within rounding (about 1e-6) of 1 "
-            "process: compare the weights of the same dry run, four.pt against one.pt",
-            zh=f"four_difference 是 {difference!r}，而 4 个进程与 1 个进程的结果应该只差舍入误差（约 1e-6）；"
-            "要比较同一次试运行的权重，即 four.pt 与 one.pt",
-        )
-    code = answer(namespace, "three_exit_code")
-    if hasattr(code, "returncode"):
-        raise NotYet(
-            en="three_exit_code is the whole finished run; keep only its exit code: .returncode",
-            zh="three_exit_code 是整个运行结果；只需要其中的退出码，即 .returncode",
-        )
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise NotYet(
-            en=f"three_exit_code is {code!r}; it should be the whole number a command ends with: "
-            "subprocess.run(...).returncode",
-            zh=f"three_exit_code 是 {code!r}；应该是命令结束时给出的整数，即 subprocess.run(...).returncode",
-        )
-    if code == 0:
-        raise NotYet(
-            en="three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the run "
-            "with --nproc_per_node=3",
-            zh="three_exit_code 是 0，但 3 个进程无法均分大小为 128 的批量；应取 --nproc_per_node=3 那次运行的退出码",
-        )
-    return {
-        "en": f"4 processes end {difference:.1e} from 1, and 3 stop with exit code {code}, as 128 does not split 3 "
-        "ways",
-        "zh": f"4 个进程与 1 个进程相差 {difference:.1e}；3 个进程以退出码 {code} 停止，因为 128 不能三等分",
-    }
-
-
 register(
     "10_many_gpus",
     Exercise(
-        1,
+        "4 processes give the same weights; 3 do not divide the batch of 128",
         _check_processes,
-        hints={
-            "en": "run the dry run with torchrun --nproc_per_node=4 and =3, as above for 2, through "
-            "subprocess.run(shlex.split(command)); compare the saved weights with max_difference, and keep the "
-            "second run's returncode",
-            "zh": "像上面对 2 个进程那样，通过 subprocess.run(shlex.split(command)) 用 torchrun --nproc_per_node=4 "
-            "和 =3 各做一次试运行；用 max_difference 比较保存的权重，并记下第二次运行的 returncode",
-        },
-        solutions={
-            "en": "the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not "
-            "divide 128, and helpers_ddp refuses before training",
-            "zh": "全局批量 128 可以分成 4 × 32，所以 4 个进程训练的步骤与 1 个进程相同；3 不能整除 128，helpers_ddp "
-            "在训练前就拒绝",
-        },
-        code="""def torchrun_dry_run(n, save):
+        nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights with "
+        "max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
+        idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not divide "
+        "128, and helpers_ddp refuses before training",
+        code='''def torchrun_dry_run(n, save):
+    """The dry run on n processes, its weights saved to `save`; on the CPU, so that 4 need no 4 GPUs."""
     command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {save}"
     return subprocess.run(
         shlex.split(command.replace(f"--device {DEVICE}", "--device cpu")), capture_output=True, text=True
@@ -1124,72 +1086,39 @@ register(
 torchrun_dry_run(4, WORK / "four.pt")
 four_difference = max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))
 three = torchrun_dry_run(3, WORK / "three.pt")
-three_exit_code = three.returncode""",
+three_exit_code = three.returncode
+
+reason = next(line for line in three.stderr.splitlines() if "ValueError: a batch" in line)
+print("3 processes:", reason.split("ValueError: ")[1])''',
     ),
 )
-
-
-def _check_mixed_precision(namespace: dict) -> dict[str, str]:
-    results = answer(namespace, "results")
-    if not isinstance(results, dict) or "float32" not in results:
-        raise NotYet(
-            en="results needs a 'float32' entry: the test accuracy of the same training without autocast",
-            zh="results 需要一个 'float32' 项，即不用 autocast、其余相同的训练得到的测试准确率",
-        )
-    low = [k for k in results if k in ("bfloat16", "float16")]
-    if not low:
-        raise NotYet(
-            en=f"results has {sorted(results)}; add 'bfloat16' (or 'float16' with a GradScaler on an older GPU): the "
-            "same training under helpers_speed.mixed_precision",
-            zh=f"results 中有 {sorted(results)}；再加上 'bfloat16'（旧 GPU 上用 'float16' 加 GradScaler），"
-            "即在 helpers_speed.mixed_precision 下的同样训练",
-        )
-    for key in ("float32", low[0]):
-        if isinstance(results[key], dict) and "test_acc" in results[key]:
-            raise NotYet(
-                en=f"results[{key!r}] is the whole run that train_lesson returned; keep only its test accuracy: "
-                "run['test_acc']",
-                zh=f"results[{key!r}] 是 train_lesson 返回的整个运行结果；只需要其中的测试准确率，即 run['test_acc']",
-            )
-        if isinstance(results[key], (int, float)) and 1 < results[key] <= 100:
-            raise NotYet(
-                en=f"results[{key!r}] is {results[key]}, a percentage; keep the accuracy as train_lesson gives it, "
-                "a number between 0 and 1: run['test_acc']",
-                zh=f"results[{key!r}] 是 {results[key]}，这是百分数；请保留 train_lesson 给出的准确率，即 0 到 1 "
-                "之间的数 run['test_acc']",
-            )
-    full, half = _trained(results["float32"], "results['float32']"), _trained(results[low[0]], f"results['{low[0]}']")
-    return {
-        "en": f"float32 {full:.4f}, {low[0]} {half:.4f}: {abs(full - half) * 100:.2f} points apart",
-        "zh": f"float32 为 {full:.4f}，{low[0]} 为 {half:.4f}，两者相差 {abs(full - half) * 100:.2f} 个百分点",
-    }
-
-
 register(
     "11_gpu_speed",
     Exercise(
-        1,
+        "the lesson with mixed precision against float32",
         _check_mixed_precision,
-        hints={
-            "en": "helpers.train_lesson(..., make_step=helpers.lesson_step) and make_step="
-            "helpers_speed.mixed_precision('bfloat16'); keep each run's 'test_acc' in results",
-            "zh": "分别用 helpers.train_lesson(..., make_step=helpers.lesson_step) 和 make_step="
-            "helpers_speed.mixed_precision('bfloat16') 训练；把每次运行的 'test_acc' 记在 results 中",
-        },
-        solutions={
-            "en": "the same schedule with and without autocast: the test accuracies differ by a fraction of a point, "
-            "no more than a change of seed moves them (notebook 06)",
-            "zh": "同样的训练计划，用与不用 autocast，测试准确率只差零点几个百分点，不超过换一个随机种子带来的波动"
-            "（笔记本 06）",
-        },
+        nudge="model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
+        "helpers.fit(exercise_epochs, 0.5, model, train, val, opt_func) and the same at 0.1; "
+        "helpers.evaluate(model, test)['val_acc']",
+        idea="the same schedule with and without autocast: the test accuracies differ by a fraction of a point, no "
+        "more than a change of seed moves them (notebook 06)",
         code="""amp = "float16" if DEVICE.type == "cuda" and not helpers_speed.bf16_native(DEVICE) else "bfloat16"
+train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
+test_set = helpers.load_mnist(DATA, train=False)
+train, val, test = [
+    helpers.DeviceResidentLoader.from_dataset(part, size, shuffle=shuffle, device=DEVICE, seed=seed)
+    for part, size, shuffle in ((train_set, 128, True), (val_set, 256, False), (test_set, 256, False))
+]
 results = {}
-for name, step in (("float32", helpers.lesson_step), (amp, helpers_speed.mixed_precision(amp))):
-    with contextlib.redirect_stdout(io.StringIO()):  # the epoch lines: only the results below
-        run = helpers.train_lesson(
-            DATA, str(DEVICE), epochs=[exercise_epochs] * 2, seed=seed, pipeline="resident", make_step=step
-        )
-    results[name] = run["test_acc"]
-    print(f"{name:>8}: test accuracy {run['test_acc']:.4f}")""",
+for name in ("float32", amp):
+    helpers.seed_everything(seed)
+    model, opt_func = helpers.to_device(helpers.MnistModel(), DEVICE), torch.optim.SGD
+    if name == amp:
+        model, opt_func = helpers_speed.mixed_precision(model, amp)
+    for lr in (0.5, 0.1):
+        helpers.fit(exercise_epochs, lr, model, train, val, opt_func, progress=False, verbose=False)
+    results[name] = helpers.evaluate(model, test)["val_acc"]
+
+    print(f"{name:>8}: test accuracy {results[name]:.4f}")""",
     ),
 )

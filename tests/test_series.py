@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
 import series  # noqa: E402
-from serieslib import pages, results, runs  # noqa: E402
+from serieslib import exercises, pages, results, runs  # noqa: E402
 
 NOTEBOOKS = pages.notebook_paths()
 
@@ -54,11 +54,25 @@ def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp
     (recorder,) = pages.tagged(nb, "metrics")
     assert recorder is nb.cells[-1] and recorder.source == results.results_cell(committed).source, "added last"
     assert not recorder.outputs and not pages.tagged(committed, "metrics"), "at run time only"
-    rest = [c for c in nb.cells if c is not injected and c is not recorder]
+    (solution,) = pages.tagged(nb, "solution")  # a proof after each worked solution: make test runs it, checked
+    (proof,) = pages.tagged(nb, "solution-proof")
+    assert nb.cells.index(proof) == nb.cells.index(solution) + 1 and "fashion_test_acc = " in proof.source
+    assert proof.source.endswith('q1.check()\nassert q1.passed, "Solution 1 does not pass its check"')
+    rest = [c for c in nb.cells if c not in (injected, recorder, proof)]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
     assert pages.tagged(nb, "nbval-check-output")
     (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
     assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
+
+
+def test_run_executes_no_worked_solution_and_prepare_proves_each_one():
+    """`make run` is a learner's Run All: no proof cells. `prepare` adds one after each solution; an open-ended
+    exercise's proof only runs its solution."""
+    path = REPO / "notebooks" / "09_cpu_vs_gpu.ipynb"
+    ran = runs._prepared(path, {"device": "cpu"})
+    assert pages.tagged(ran, "solution") and not pages.tagged(ran, "solution-proof")
+    (proof,) = pages.tagged(exercises.with_proofs(ran, path.stem), "solution-proof")
+    assert "for hidden in (32, 1024):" in proof.source and "assert" not in proof.source
 
 
 def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):

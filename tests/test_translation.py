@@ -38,7 +38,7 @@ def _pair(path):
 
 def test_every_notebook_has_a_chinese_edition():
     assert [p.name for p in translated_paths("zh")] == [p.name for p in ENGLISH]
-    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md"]
+    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md", "exercises.md"]
     assert sorted(p.name for p in ZH.glob("*.md")) == sorted(expected)
 
 
@@ -312,6 +312,7 @@ def test_translations_use_the_glossary():
     for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
         assert term in dict(glossary), f"the glossary lacks {term}"
     files = [translation.translation_file(p.name) for p in ENGLISH] + [translation.comments_file("zh")]
+    files.append(ZH / "exercises.md")  # the exercises' messages
     readme = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[0]
     text = "\n".join([readme, *(file.read_text(encoding="utf-8") for file in files)])
     for term, avoid in glossary:
@@ -564,7 +565,7 @@ def test_curly_quotes_dashes_and_ellipses_are_full_width_in_chinese_text():
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
-    """A check's line starts with its label and a colon (正确：, 还没有：); the rest has none, nor a half-width ': '."""
+    """A check's line starts with its label and a colon (正确：, 还不对：); the rest has none, nor a half-width ': '."""
     lines = [
         output["data"]["text/plain"]
         for cell in nbformat.read(ZH / path.name, as_version=4).cells
@@ -574,7 +575,7 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
     assert lines or path.stem == "01_gpu_runtime"  # 02-11 have exercises
     for line in lines:
         label, _, said = line.partition("：")
-        assert label in ("正确", "还没有", "思考题") and "：" not in said, line
+        assert label in ("正确", "还不对", "思考题") and "：" not in said, line
         assert not re.search(f"{CJK.pattern}[:,] ", said), line
 
 

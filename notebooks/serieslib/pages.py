@@ -10,10 +10,12 @@ from string import Template
 import nbformat
 from fetch_series import BRANCH, GITHUB, SERIES_VERSION  # the repository's address and code version, defined once
 
+from . import exercises
+
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 REPO = NOTEBOOKS.parent
 SETUP_FILE = NOTEBOOKS / "setup_cell.py"  # the set-up cell's code, kept as a file so that ruff lints it
-FOLDED = ("setup", "recap", "solution")  # tags of the cells a learner unfolds to read
+FOLDED = ("setup", "recap")  # tags of the code cells a learner unfolds to read (a solution is folded Markdown)
 NAV_WORDS = {"en": ("← Previous: ", "Next: "), "zh": ("← 上一篇：", "下一篇：")}
 
 
@@ -129,7 +131,7 @@ def setup_cell(source: str) -> str:
 
 
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (under the title), the set-up cell's code, the links to the neighbours and the metadata.
+    """Write the badge (under the title), the set-up cell's code, the solutions, the neighbours' links, the metadata.
 
     Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
     """
@@ -140,6 +142,7 @@ def stamp(path: Path, write: bool = True) -> bool:
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
         cell.source = setup_cell(cell.source)
+    exercises.stamp_solutions(nb, path.stem)
     for cell in (cell for tag in FOLDED for cell in tagged(nb, tag)):
         cell.metadata["cellView"] = "form"  # folded until a learner opens it: Colab shows the `# @title` line
         cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code

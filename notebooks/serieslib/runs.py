@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import pages
+from . import exercises, pages
 from .checks import LATEST_MARK, checked_settings, claim_prepared, new_run_folder
 from .pages import REPO, notebook_paths, shown, stamp, tagged, with_settings
 from .report import write_report
@@ -86,7 +86,7 @@ def prepare(
     (out / "parameters.json").write_text(json.dumps(shared, indent=2) + "\n")
     paths = []
     for path in notebook_paths(names):
-        nb = _prepared(path, shared, out)
+        nb = exercises.with_proofs(_prepared(path, shared, out), path.stem)  # make test proves every worked solution
         if not check:
             for cell in tagged(nb, "nbval-check-output"):
                 cell.metadata["tags"].remove("nbval-check-output")

@@ -140,7 +140,7 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
 
 
 EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
-MACHINERY = {"setup", "injected-parameters", "metrics"}  # tags of the code cells every edition shares as they are
+MACHINERY = {"setup", "injected-parameters", "metrics", "solution-proof"}  # code cells every edition shares as is
 FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
