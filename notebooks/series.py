@@ -173,8 +173,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.names or not Path(args.names[0]).is_dir():
             raise SystemExit("adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest")
         args.folder, args.names = args.names[0], args.names[1:]
-    _check_selection(args)
     try:
+        _check_selection(args)
         COMMANDS[args.command](args)
     except (Refused, FileNotFoundError) as err:  # checked before anything was changed: the message says what to do
         raise SystemExit(str(err)) from None

@@ -15,7 +15,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
 import series  # noqa: E402
-from serieslib import exercises, pages, results, runs  # noqa: E402
+from serieslib import adopt, exercises, pages, results, runs  # noqa: E402
 
 NOTEBOOKS = pages.notebook_paths()
 
@@ -41,16 +41,22 @@ def test_results_read_as_a_person_reads_them():
 # ---------------------------------------------------------------------------- runs: prepare, run, adopt
 
 
-def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
+def test_prepare_writes_the_test_settings_into_the_set_up_cell_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
     (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
-    (injected,) = pages.tagged(nb, "injected-parameters")
-    assert nb.cells.index(injected) == nb.cells.index(pages.tagged(nb, "parameters")[0]) + 1
-    assert all(line in injected.source for line in ('device = "cpu"', "exercise_epochs = 1", "spread_seeds = [1, 2]"))
-    assert "bench_limit" not in injected.source, "only the parameters the notebook declares"
-    assert f"checkpoint = {str(tmp_path / 'test' / 'lesson.ckpt')!r}".replace("'", '"') in injected.source
+    (setup,) = pages.tagged(nb, "setup")
+    assert not pages.tagged(nb, "injected-parameters") and not pages.tagged(nb, "parameters"), "no cell added"
+    assert pages.settings(nb) == pages.settings(committed) | {
+        "device": "cpu",
+        "exercise_epochs": 1,
+        "spread_seeds": [1, 2],
+        "progress": False,
+        "checkpoint": str(tmp_path / "test" / "lesson.ckpt"),
+    }, "the test settings the notebook has, written where a learner changes them, and only those"
+    assert "exercise_epochs = 1  # epochs of the Fashion-MNIST exercise" in setup.source, "each line's comment kept"
+    assert "bench_limit" not in setup.source
     (recorder,) = pages.tagged(nb, "metrics")
     assert recorder is nb.cells[-1] and recorder.source == results.results_cell(committed).source, "added last"
     assert not recorder.outputs and not pages.tagged(committed, "metrics"), "at run time only"
@@ -58,31 +64,41 @@ def test_prepare_injects_the_test_parameters_and_keeps_the_committed_outputs(tmp
     (proof,) = pages.tagged(nb, "solution-proof")
     assert nb.cells.index(proof) == nb.cells.index(solution) + 1 and "fashion_test_acc = " in proof.source
     assert proof.source.endswith('q1.check()\nassert q1.passed, "Solution 1 does not pass its check"')
-    rest = [c for c in nb.cells if c not in (injected, recorder, proof)]
+    rest = [c for c in nb.cells if c not in (recorder, proof)]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
     assert pages.tagged(nb, "nbval-check-output")
     (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
     assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
 
 
-def test_run_executes_no_worked_solution_and_prepare_proves_each_one():
+def test_each_run_keeps_its_scratch_files_in_its_own_folder(tmp_path):
+    """08's checkpoints, 09's traces and 10's weights go under the run's folder: not into runs/checkpoint-demo and
+    the like, which an open notebook (or another run) uses at the same time."""
+    for stem in ("08_checkpoints", "09_cpu_vs_gpu", "10_many_gpus"):
+        nb = runs._prepared(REPO / "notebooks" / f"{stem}.ipynb", {"device": "cpu"}, tmp_path / "run")
+        assert pages.settings(nb)["work_dir"] == str(tmp_path / "run" / "work" / stem)
+        committed = nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)
+        assert pages.settings(committed)["work_dir"] is None, "an open notebook keeps its own default folder"
+
+
+def test_run_executes_no_worked_solution_and_prepare_proves_each_one(tmp_path):
     """`make run` is a learner's Run All: no proof cells. `prepare` adds one after each solution; an open-ended
     exercise's proof only runs its solution."""
     path = REPO / "notebooks" / "09_cpu_vs_gpu.ipynb"
-    ran = runs._prepared(path, {"device": "cpu"})
+    ran = runs._prepared(path, {"device": "cpu"}, tmp_path)
     assert pages.tagged(ran, "solution") and not pages.tagged(ran, "solution-proof")
     (proof,) = pages.tagged(exercises.with_proofs(ran, path.stem), "solution-proof")
     assert "for hidden in (32, 1024):" in proof.source and "assert" not in proof.source
 
 
 def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):
-    """`make run`'s machinery on a stand-in notebook: parameters passed, metrics, figures, report, runs/latest."""
+    """`make run`'s machinery on a stand-in notebook: settings passed, metrics, figures, report, runs/latest."""
     folder = tmp_path / "notebooks"
     folder.mkdir()
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 01 · A stand-in"),
-        nbformat.v4.new_code_cell("size = 2\ndevice = None", metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell("# @title Set-up\nsize = 2  # points\ndevice = None", metadata={"tags": ["setup"]}),
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(range(size))\nplt.show()"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -106,14 +122,12 @@ def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkey
 
 
 def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
-    """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages."""
+    """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages;
+    the settings the run wrote into the set-up cell stay the run's."""
     folder = tmp_path / "notebooks"
     shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
     monkeypatch.setattr(pages, "NOTEBOOKS", folder)
-    nb = nbformat.read(folder / "03_model.ipynb", as_version=4)
-    params = pages.tagged(nb, "parameters")[0]
-    injected = nbformat.v4.new_code_cell('device = "cuda"', metadata={"tags": ["injected-parameters"]})
-    nb.cells.insert(nb.cells.index(params) + 1, injected)  # as papermill writes it into a run
+    nb = pages.with_settings(nbformat.read(folder / "03_model.ipynb", as_version=4), {"device": "cuda"})  # a run's
     changed = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
     changed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
     recorder = results.results_cell(nb)  # as a run appends it, executed
@@ -122,18 +136,33 @@ def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
     run = tmp_path / "run"
     run.mkdir()
     nbformat.write(nb, run / "03_model.ipynb")
-    assert runs.adopt(run, ["03_model"]) == ["03_model.ipynb"]
+    assert adopt.adopt(run, ["03_model"]) == ["03_model.ipynb"]
     for path in (folder / "03_model.ipynb", folder / "zh" / "03_model.ipynb"):
         adopted = nbformat.read(path, as_version=4)
         code = [c for c in adopted.cells if c.cell_type == "code"]
-        assert not pages.tagged(adopted, "injected-parameters") and not pages.tagged(adopted, "metrics")
-        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2
+        assert not pages.tagged(adopted, "metrics") and pages.settings(adopted)["device"] is None
+        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 1
         assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
         assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]
-    nb.cells.remove(params)
+    (setup,) = pages.tagged(nb, "setup")
+    nb.cells.remove(setup)
     nbformat.write(nb, run / "03_model.ipynb")
-    with pytest.raises(ValueError, match=f"lacks cells {params.id}: run it from this code"):
-        runs.adopt(run, ["03_model"])
+    with pytest.raises(ValueError, match=f"lacks cells {setup.id}: run it from this code"):
+        adopt.adopt(run, ["03_model"])
+
+
+def test_adopt_refuses_the_translated_notebooks_of_a_run(tmp_path, monkeypatch):
+    """`make run ARGS="03_model --lang zh"`, then `adopt runs/latest/zh`: the English 03 took Chinese outputs."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    before = (folder / "03_model.ipynb").read_text()
+    zh = tmp_path / "run" / "zh"
+    zh.mkdir(parents=True)
+    shutil.copy(folder / "zh" / "03_model.ipynb", zh / "03_model.ipynb")  # a translated notebook, as a run writes
+    with pytest.raises(ValueError, match=r"03_model.ipynb is the 简体中文 edition \(zh\): adopt takes the English"):
+        adopt.adopt(zh, ["03_model"])
+    assert (folder / "03_model.ipynb").read_text() == before, "nothing changed"
 
 
 # ---------------------------------------------------------------------------- the command line
@@ -147,16 +176,33 @@ def test_series_refuses_an_unknown_notebook_before_running_anything(monkeypatch)
             series.main([command, "01_gpu_runtime", "99_nope"])
 
 
-def test_series_refuses_a_parameter_no_selected_notebook_declares(monkeypatch):
+def test_series_refuses_a_setting_no_selected_notebook_has_or_accepts(monkeypatch):
     ran = []
     monkeypatch.setattr(series, "run", lambda *args: ran.append(args))
-    with pytest.raises(SystemExit, match="parameter.s. epochs; they declare: device, repeats, seed, sizes"):
+    with pytest.raises(SystemExit, match="setting.s. epochs; they have: device, repeats, seed, sizes"):
         series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
-    with pytest.raises(SystemExit, match="-p passes parameters to `run` only"):
+    with pytest.raises(SystemExit, match="no selected notebook has the setting.s. epochs1, epochs2"):
+        series.main(["run", "05_training", "-p", "epochs1", "0", "-p", "epochs2", "0"])  # 05's lesson lines now
+    with pytest.raises(SystemExit, match="-p passes settings to `run` only"):
         series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
     assert not ran
-    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "hidden_size", "64"])  # declared by 05 only
-    assert ran[0][0] == {"hidden_size": 64} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
+    series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "exercise_limit", "500"])  # 05's only
+    assert ran[0][0] == {"exercise_limit": 500} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]
+
+
+def test_series_refuses_a_setting_a_notebook_would_refuse_before_any_kernel_starts(monkeypatch):
+    """`-p exercise_limit 60000`: 05's training split has 50,000 images; it failed after a minute of work."""
+    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
+    with pytest.raises(
+        SystemExit,
+        match=r"05_training: the setting exercise_limit must be None, or a whole number of "
+        r"at least 1 and at most 50,000; it is 60000",
+    ):
+        series.main(["run", "05_training", "-p", "exercise_limit", "60000"])
+    with pytest.raises(
+        SystemExit, match=r"11_gpu_speed: the setting bench_epochs must be a whole number of at least 2"
+    ):
+        series.main(["run", "11_gpu_speed", "-p", "bench_epochs", "1"])
 
 
 def test_series_takes_parameters_and_names_in_any_order(monkeypatch):

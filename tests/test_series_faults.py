@@ -18,9 +18,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
 import series  # noqa: E402
-from serieslib import pages, runs  # noqa: E402
+from serieslib import adopt, checks, pages, runs  # noqa: E402
 
-PARAMETERS = "size = 2\ndevice = None\ndata_root = None  # a path\ncheckpoint = None"
+SETTINGS = "# @title Set-up\nsize = 2\ndevice = None\ndata_root = None  # a path\ncheckpoint = None"
 RESULTS = [
     "{",
     '    "size": size,',
@@ -32,12 +32,12 @@ RESULTS = [
 
 
 def stand_in(folder: Path, stem: str, code: str = "print(size)") -> Path:
-    """A notebook of the series' shape in `folder`: a title, a parameters cell, `code`, results in its metadata."""
+    """A notebook of the series' shape in `folder`: a title, a set-up cell of settings, `code`, results in its metadata."""
     folder.mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell(f"# {stem}"),
-        nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]}),
+        nbformat.v4.new_code_cell(SETTINGS, metadata={"tags": ["setup"]}),
         nbformat.v4.new_code_cell(code),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -91,15 +91,15 @@ def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path)
         runs.prepare(None, out, names=["06_plots"])
         (out / "lesson.ckpt").write_text("left by the last test run")
         (prepared,) = runs.prepare(None, out, names=["06_plots"])
-        assert prepared == out / "prepared" / "06_plots.ipynb" and (out / runs.PREPARED_MARK).is_file()
+        assert prepared == out / "prepared" / "06_plots.ipynb" and (out / checks.PREPARED_MARK).is_file()
         assert not (out / "lesson.ckpt").exists(), "its own folder starts afresh"
     legacy = tmp_path / "before-the-mark"  # runs/test as prepare left it before it wrote its mark
     (legacy / "prepared").mkdir(parents=True)
     (legacy / "parameters.json").write_text("{}")
     runs.prepare(None, legacy, names=["06_plots"])
-    assert (legacy / runs.PREPARED_MARK).is_file()
+    assert (legacy / checks.PREPARED_MARK).is_file()
     (tmp_path / "a-file").write_text("x")
-    with pytest.raises(runs.Refused, match="a-file is a file, not a folder: pass --out a new folder"):
+    with pytest.raises(checks.Refused, match="a-file is a file, not a folder: pass --out a new folder"):
         runs.prepare(None, tmp_path / "a-file", names=["06_plots"])
 
 
@@ -150,10 +150,10 @@ def test_adopt_refuses_a_failed_or_unfinished_notebook_before_changing_anything(
     interrupted = _executed(committed, "05_training", run)
     interrupted.metadata["series"]["status"] = "interrupted"
     nbformat.write(interrupted, run / "05_training.ipynb")
-    with pytest.raises(runs.Refused, match=r"05_training.ipynb did not finish \(interrupted\): run it again"):
-        runs.adopt(run, ["05_training"])
-    with pytest.raises(runs.Refused, match="holds none of the notebooks asked for"):
-        runs.adopt(run, ["01_gpu_runtime"])
+    with pytest.raises(checks.Refused, match=r"05_training.ipynb did not finish \(interrupted\): run it again"):
+        adopt.adopt(run, ["05_training"])
+    with pytest.raises(checks.Refused, match="holds none of the notebooks asked for"):
+        adopt.adopt(run, ["01_gpu_runtime"])
     assert {p.name: p.read_bytes() for p in sorted(committed.rglob("*.ipynb"))} == before
 
 
@@ -162,7 +162,7 @@ def test_adopt_refuses_a_failed_or_unfinished_notebook_before_changing_anything(
 
 def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monkeypatch):
     monkeypatch.setattr(runs.time, "strftime", lambda _: "20250101-120000")
-    made = [runs.new_run_folder(tmp_path / "runs") for _ in range(3)]
+    made = [checks.new_run_folder(tmp_path / "runs") for _ in range(3)]
     assert [p.name for p in made] == ["20250101-120000", "20250101-120000-2", "20250101-120000-3"]
     assert all(p.is_dir() for p in made)
 
@@ -174,7 +174,7 @@ def test_runs_started_in_the_same_second_get_folders_of_their_own(tmp_path, monk
     ("device", "message"),
     [
         ("tpu", r"'tpu' \(-p device\) is not a device name; use e.g. 'cpu', 'cuda'"),
-        ("cuda:9", "Device 'cuda:9' is not available on this machine; available: cpu"),
+        ("cuda:9", r"Device 'cuda:9' \(-p device\) is not available on this machine; available: cpu"),
     ],
 )
 def test_run_refuses_a_bad_device_once_before_any_kernel_starts(tmp_path, no_kernels, device, message):
@@ -244,8 +244,8 @@ def test_ctrl_c_keeps_the_finished_notebooks_report_and_latest(series_of, tmp_pa
     assert marked.metadata["series"]["status"] == "interrupted" and "did not finish" in marked.cells[0].source
     page = (out / "index.html").read_text()
     assert '<b class="failed">interrupted</b>' in page and "03_stand_in" not in page
-    with pytest.raises(runs.Refused, match="did not finish"):
-        runs.adopt(out, ["02_stand_in"])
+    with pytest.raises(checks.Refused, match="did not finish"):
+        adopt.adopt(out, ["02_stand_in"])
 
 
 def test_a_dead_kernel_is_marked_and_the_run_goes_on(series_of, tmp_path, monkeypatch, capsys):
@@ -288,10 +288,10 @@ def test_run_refuses_a_runs_folder_it_cannot_write_before_any_kernel(tmp_path, m
         return mkdir(self, *args, **kwargs)
 
     monkeypatch.setattr(Path, "mkdir", read_only)
-    with pytest.raises(runs.Refused, match=rf"cannot make a run's folder in {locked} \(Permission denied\): make it"):
+    with pytest.raises(checks.Refused, match=rf"cannot make a run's folder in {locked} \(Permission denied\): make it"):
         runs.run({}, out_root=locked)
     (tmp_path / "runs2" / "latest").mkdir(parents=True)
-    with pytest.raises(runs.Refused, match="latest is not the link .or copy. that run makes there: move it away"):
+    with pytest.raises(checks.Refused, match="latest is not the link .or copy. that run makes there: move it away"):
         runs.run({}, out_root=tmp_path / "runs2")
 
 
@@ -301,7 +301,7 @@ def test_run_refuses_a_runs_folder_it_cannot_write_before_any_kernel(tmp_path, m
 def test_a_failed_run_shows_its_whole_error_and_no_device_it_did_not_use(series_of, tmp_path, monkeypatch, capsys):
     long = "x" * 250 + " fix: pass -p size 3"
     series_of(**{"01_stand_in": f"raise ValueError({long!r})"})
-    monkeypatch.setattr(runs, "check_device", lambda *args: None, raising=False)  # the report: what ran, not asked
+    monkeypatch.setattr(checks, "check_device", lambda *args: None)  # the report: the device that ran, not the one asked
     with pytest.raises(SystemExit, match="1 notebook.s. failed: 01_stand_in"):
         runs.run({"device": "tpu"}, out_root=tmp_path / "runs")
     printed = capsys.readouterr().out.splitlines()

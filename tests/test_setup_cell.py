@@ -156,7 +156,8 @@ def stamped(tmp_path, monkeypatch):
         pages.stamp(path)
         source = pages.tagged(nbformat.read(path, as_version=4), "setup")[0].source
         assert f'VERSION = "{version}"' in source and "$" not in source
-        return source + "\nprint('HELPERS', helpers.VERSION, helpers.__file__)\n"
+        fetched = source.split("\nimport helpers\n")[0] + "\nimport helpers"  # the notebook's own check follows
+        return fetched + "\nprint('HELPERS', helpers.VERSION, helpers.__file__)\n"
 
     return cell
 
@@ -424,3 +425,14 @@ def test_a_read_only_home_says_to_set_series_cache(tmp_path, versions, stamped):
     again = _setup_in(work, versions | {"HOME": str(home), "SERIES_CACHE": str(writable)}, code=stamped("1"))
     assert f"HELPERS 1 {writable / '1' / 'helpers.py'}" in again.stdout, again.stderr
     (tmp_path / "home").chmod(0o755)
+
+
+def test_a_series_cache_typed_with_a_tilde_means_the_home_folder(tmp_path, versions, stamped):
+    """`%env SERIES_CACHE=~/series`, as a learner types it: the code goes to ~/series, not to a folder named `~` in
+    the notebook's folder (which a later `rm -rf ~` to remove it would turn into the home folder)."""
+    home, work = tmp_path / "home", tmp_path / "work"
+    home.mkdir()
+    work.mkdir()
+    done = _setup_in(work, versions | {"HOME": str(home), "SERIES_CACHE": "~/series"}, code=stamped("1"))
+    assert f"HELPERS 1 {home / 'series' / '1' / 'helpers.py'}" in done.stdout, done.stderr
+    assert f"into {home / 'series' / '1'}" in done.stdout and not (work / "~").exists()
