@@ -53,23 +53,34 @@ def test_the_series_is_complete():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_structure(path):
+    """The title, one folded set-up cell, then the lesson's text: nothing else a learner must pass first."""
     nb = nbformat.read(path, as_version=4)
-    first = nb.cells[0]
-    lines = first.source.splitlines()
-    assert first.cell_type == "markdown" and lines[0].startswith("# ")
-    assert lines[1] == pages.badge(path.name)
-    assert "BADGE" not in first.source and sum("Open In Colab" in line for line in lines) == 1
-    assert "**What to expect.**" in first.source
-    setup, params, nav = (pages.tagged(nb, t) for t in ("setup", "parameters", "nav"))
-    assert len(setup) == 1 and setup[0].source == pages.SETUP and setup[0].metadata["cellView"] == "form"
-    assert len(params) == 1 and nb.cells.index(setup[0]) < nb.cells.index(params[0])
-    assert "device = None" in params[0].source and "seed = 42" in params[0].source
+    title, setup, text = nb.cells[:3]
+    lines = title.source.splitlines()
+    assert title.cell_type == "markdown" and lines[0].startswith("# ") and lines[1:] == [pages.badge(path.name)]
+    assert "BADGE" not in title.source
+    assert "setup" in setup.metadata.get("tags", []) and pages.tagged(nb, "setup") == [setup], "the one set-up cell"
+    assert setup.metadata["cellView"] == "form" and setup.metadata["jupyter"]["source_hidden"], "folded"
+    assert pages.SETUP.split("\n", 1)[1] in setup.source, "the series' code, as stamped from setup_cell.py"
+    assert text.cell_type == "markdown" and "**What to expect.**" in text.source, "then the lesson's text"
+    assert not pages.tagged(nb, "parameters") and not pages.tagged(nb, "injected-parameters")
+    assert {"device", "seed"} <= set(pages.settings(nb))
+    nav = pages.tagged(nb, "nav")
     assert not pages.tagged(nb, "metrics"), "no results cell: the metadata names the results, runs record them"
     assert len(nav) == 1 and nb.cells[-1] is nav[0] and nav[0].source == pages.nav(path)
     assert nb.cells[-2].cell_type == "markdown" and nb.cells[-2].source.startswith("## What you learned")
     assert nb.metadata["kernelspec"]["name"] == "python3"
     assert nb.metadata["accelerator"] == "GPU" and nb.metadata["colab"]["gpuType"] == "T4"
     assert not pages.stamp(path, write=False), "badge or set-up cell out of date: python notebooks/series.py stamp"
+
+
+ADVANCED = [p for p in NOTEBOOKS if p.stem >= "07"]
+
+
+@pytest.mark.parametrize("path", ADVANCED, ids=[p.stem for p in ADVANCED])
+def test_07_to_11_say_at_the_top_that_they_are_optional_and_what_they_assume(path):
+    text = nbformat.read(path, as_version=4).cells[2].source
+    assert text.startswith("**Optional, beyond the lesson.**") and "assumes notebook" in text.split("\n\n")[0]
 
 
 LESSONS = ["02_data_loading", "03_model", "04_device_transfer", "05_training", "06_plots"]
@@ -81,6 +92,7 @@ GOING_FURTHER = "## Going further (optional)"
 def _split_at_going_further(nb):
     """The cells of the lesson (before the "Going further" heading) and those after it."""
     (i,) = [i for i, c in enumerate(nb.cells) if c.cell_type == "markdown" and GOING_FURTHER in c.source]
+    assert pages.tagged(nb, "going-further") == [nb.cells[i]], "the heading's cell is tagged, for the website"
     return nb.cells[:i], nb.cells[i:]
 
 
@@ -111,14 +123,11 @@ def test_05_trains_the_lessons_schedule_with_the_lessons_own_fit():
     (definition,) = [c for c in pages.tagged(nb, "lesson") if "def fit(" in c.source]
     assert lesson.index(definition) < min(i for i, c in enumerate(lesson) if "history += fit(" in c.source)
     assert "history = [evaluate(model, val_loader)]" in code and "to_device(model, DEVICE)" in code
-    assert "history += fit(epochs1, lr1, model, train_loader, val_loader)" in code
-    assert "history += fit(epochs2, lr2, model, train_loader, val_loader)" in code
+    assert "history += fit(5, 0.5, model, train_loader, val_loader)" in code, "the lesson's line, as it wrote it"
+    assert "history += fit(5, 0.1, model, train_loader, val_loader)" in code
     assert "helpers.fit" not in code and "helpers.train" not in code and "helpers.MnistModel" not in code
     assert "class MnistModel(nn.Module)" in code and "class DeviceDataLoader" in code, "the lesson's own classes"
-    params = pages.tagged(nb, "parameters")[0].source
-    assert all(
-        f"{name} = {value}" in params for name, value in [("epochs1", 5), ("lr1", 0.5), ("epochs2", 5), ("lr2", 0.1)]
-    )
+    assert not {"epochs1", "lr1", "epochs2", "lr2"} & set(pages.settings(nb)), "no setting stands for its numbers"
 
 
 # ------------------------------------------------------------------- the lesson's code and the listings against helpers
@@ -147,7 +156,7 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
     mnist = helpers.load_mnist(data_root)
     images, labels = next(iter(DataLoader(Subset(mnist, range(300)), 300)))
     assert torch.equal(theirs(images), ours(images)), "same weights, same outputs"
-    assert torch.equal(theirs.training_step((images, labels)), ours.training_step((images, labels))["loss"])
+    assert torch.equal(theirs.training_step((images, labels)), ours.training_step((images, labels))), "the loss"
 
     batches = list(
         DataLoader(Subset(mnist, range(2048)), 128, shuffle=True, generator=torch.Generator().manual_seed(1))
@@ -162,6 +171,25 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
         for pa, pb in zip(a.parameters(), b.parameters()):
             assert torch.allclose(pa, pb, atol=1e-6, rtol=0), "one epoch of the lesson's fit equals helpers.fit"
 
+    # The lesson's contract both ways: its fit trains helpers.MnistModel and helpers.fit its MnistModel; a subclass
+    # that adds to the step's loss trains with both.
+    class Penalised(helpers.MnistModel):
+        def training_step(self, batch):
+            return super().training_step(batch) + 0.01 * self.linear1.weight.abs().sum()
+
+    for make, train in (
+        (helpers.MnistModel, lesson["fit"]),
+        (lambda: lesson["MnistModel"](784, 32, 10), helpers.fit),
+        (Penalised, lesson["fit"]),
+        (Penalised, helpers.fit),
+    ):
+        torch.manual_seed(5)
+        model = make()
+        before = copy.deepcopy(model.state_dict())
+        history = train(1, 0.5, model, batches[:4], batches[:2])
+        assert len(history) == 1 and history[0]["val_loss"] < 2.4, "trained"
+        assert any(not torch.equal(model.state_dict()[k], v) for k, v in before.items()), "the weights moved"
+
     moved = lesson["to_device"]((images, labels), "cpu")
     assert isinstance(moved, list) and all(torch.equal(x, y) for x, y in zip(moved, (images, labels)))
     wrapped = list(lesson["DeviceDataLoader"](batches[:2], "cpu"))
@@ -171,28 +199,20 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_every_parameter_is_checked_before_any_work(path):
-    """The first code cell after the parameters checks them all (helpers.PARAMETERS knows each one) first."""
-    import papermill
-
+def test_every_setting_is_checked_in_the_set_up_cell_before_any_work(path):
+    """The set-up cell declares each setting's kind and checks them all once the series' code is imported, before
+    anything else; the defaults pass their own check."""
     import helpers
 
-    declared = set(papermill.inspect_notebook(str(path)))
-    assert declared <= set(helpers.PARAMETERS), f"unchecked parameters: {declared - set(helpers.PARAMETERS)}"
     nb = nbformat.read(path, as_version=4)
-    start = nb.cells.index(pages.tagged(nb, "parameters")[0])
-    code = next(c for c in nb.cells[start + 1 :] if c.cell_type == "code")
-    statements = [
-        ast.unparse(node) for node in ast.parse(code.source).body if not isinstance(node, ast.Import | ast.ImportFrom)
-    ]
-    assert statements[0] == "helpers.check_parameters(globals())", "the check comes before anything else runs"
-
-
-def test_05_declares_each_phase_of_its_schedule_so_a_run_can_change_it():
-    import papermill
-
-    declared = papermill.inspect_notebook(str(REPO / "notebooks" / "05_training.ipynb"))
-    assert {"epochs1", "lr1", "epochs2", "lr2"} <= set(declared)
+    (setup,) = pages.tagged(nb, "setup")
+    values, kinds = pages.settings(nb), pages.setting_kinds(nb)
+    assert set(kinds) == set(values), "a kind for every setting, and no other"
+    helpers.check_settings(values, **{name: eval(kind, {"helpers": helpers}) for name, kind in kinds.items()})
+    body = ast.parse(setup.source).body
+    after = [node for node in body[[ast.unparse(n) for n in body].index("import helpers") + 1 :]]
+    first = next(node for node in after if not isinstance(node, ast.Import | ast.ImportFrom))
+    assert ast.unparse(first).startswith("helpers.check_settings(globals(),"), "the check before anything else runs"
 
 
 def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, monkeypatch, capsys):

@@ -35,7 +35,6 @@ BADGE_URL = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE = "colab-badge.svg"  # the site's own drawing of that badge (website/colab-badge.svg)
 REMOVED = {"setup", "parameters", "machinery", "nav", "injected-parameters"}  # tags of cells no page shows
 ADVANCED_FROM = 7  # the README: "Notebooks 07 to 11 are advanced"
-GOING_FURTHER = re.compile(r"^## Going further\b", re.MULTILINE)  # the English heading; its cell id finds the zh one
 TITLE = re.compile(r"^# @title (?P<title>.*?)(?:\s*\{[^}]*\})?\s*$")  # Colab's title line of a folded cell
 LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
 
@@ -155,8 +154,8 @@ def folded_title(cell: nbformat.NotebookNode) -> str | None:
 
 
 def going_further_ids(english: nbformat.NotebookNode) -> set[str]:
-    """Ids of the cells that open the "Going further" part of a notebook (02-06), the same in every edition."""
-    return {c.id for c in english.cells if c.cell_type == "markdown" and GOING_FURTHER.search(c.source)}
+    """Ids of the cells that open the "Going further" part of a notebook (02-06), tagged `going-further`."""
+    return {c.id for c in english.cells if "going-further" in c.metadata.get("tags", [])}
 
 
 def page_notebook(path: Path, edition: Edition, english: nbformat.NotebookNode) -> nbformat.NotebookNode:
