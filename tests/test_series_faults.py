@@ -32,7 +32,7 @@ RESULTS = [
 
 
 def stand_in(folder: Path, stem: str, code: str = "print(size)") -> Path:
-    """A notebook of the series' shape in `folder`: a title, a set-up cell of settings, `code`, results in its metadata."""
+    """A notebook of the series' shape in `folder`: a title, a set-up cell of settings, `code`, results in metadata."""
     folder.mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook()
     nb.cells = [
@@ -301,7 +301,7 @@ def test_run_refuses_a_runs_folder_it_cannot_write_before_any_kernel(tmp_path, m
 def test_a_failed_run_shows_its_whole_error_and_no_device_it_did_not_use(series_of, tmp_path, monkeypatch, capsys):
     long = "x" * 250 + " fix: pass -p size 3"
     series_of(**{"01_stand_in": f"raise ValueError({long!r})"})
-    monkeypatch.setattr(checks, "check_device", lambda *args: None)  # the report: the device that ran, not the one asked
+    monkeypatch.setattr(checks, "check_device", lambda *args: None)  # the report: the device that ran, not asked
     with pytest.raises(SystemExit, match="1 notebook.s. failed: 01_stand_in"):
         runs.run({"device": "tpu"}, out_root=tmp_path / "runs")
     printed = capsys.readouterr().out.splitlines()
