@@ -5,7 +5,7 @@ import urllib.request
 import warnings
 from pathlib import Path
 
-VERSION = "$version"  # the version of the series' code that this notebook belongs to: git tag v$version
+VERSION = "$version"  # the version of the series' code this notebook belongs to (its git tag: v, then VERSION)
 CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name").expanduser() / VERSION
 REPO = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "notebooks/series.py").is_file()), CACHE)
 if not (REPO / "helpers.py").is_file():  # Colab, Kaggle, a notebook on its own: fetch_series.py fetches VERSION

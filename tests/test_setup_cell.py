@@ -203,7 +203,7 @@ def test_the_code_version_is_written_once_in_fetch_series_and_stamped_into_the_s
     """SERIES_VERSION names a git tag, v<SERIES_VERSION>; `stamp` writes it into the set-up cell, where it is the
     version fetched, the name of its folder in the cache and the one printed."""
     assert re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", VERSION), "a tag name and a folder name"
-    assert f'VERSION = "{VERSION}"' in pages.SETUP and f"git tag v{VERSION}" in pages.SETUP
+    assert f'VERSION = "{VERSION}"' in pages.SETUP and "(its git tag: v, then VERSION)" in pages.SETUP
     assert 'fetched["fetch_series"](CACHE, VERSION)' in pages.SETUP
     assert pages.setup_source("7") == pages.SETUP.replace(VERSION, "7")
     tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]

@@ -211,9 +211,9 @@ def _table_rows(markdown: str) -> dict[str, list[str]]:
 
 def zh_time(english: str) -> str:
     """A row's time from the English README's table, in Chinese."""
-    lesson = re.fullmatch(r"(\d+) min lesson · (\d+) min with Going further", english)
+    lesson = re.fullmatch(r"(\d+) min lesson · (\d+) min in all", english)
     if lesson:
-        return f"课程 {lesson[1]} 分钟 · 含“进一步探索”{lesson[2]} 分钟"  # no space beside full-width quotes
+        return f"课程 {lesson[1]} 分钟 · 共 {lesson[2]} 分钟"
     alone = re.fullmatch(r"(\d+) min", english)
     if not alone:
         raise ValueError(f"README.md's table has a time zh_time cannot say in Chinese: {english!r}")

@@ -140,7 +140,7 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
 
 
 EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
-MACHINERY = {"setup", "injected-parameters", "metrics", "solution-proof"}  # code cells every edition shares as is
+MACHINERY = {"metrics", "solution-proof"}  # code cells that runs add, the same in every edition
 FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
@@ -167,8 +167,8 @@ def read_comments(path: Path) -> dict[str, str]:
 def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
     """The comments of a code cell a reader reads: not the commented-out code (`# q1.hint()`).
 
-    The series' machinery is the same in every edition, so it has none: the set-up cell (folded away), and the
-    cells a headless run adds (papermill's parameters, the metrics cell its report reads).
+    The cells a headless run adds (an exercise's proof, the metrics cell its report reads) have none; the set-up
+    cell's do count: its title is the one line of it a reader sees, and its settings' comments say what each does.
     """
     if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
         return []
