@@ -1077,7 +1077,7 @@ register(
         "128, and helpers_ddp refuses before training",
         code='''def torchrun_dry_run(n, save):
     """The dry run on n processes, its weights saved to `save`; on the CPU, so that 4 need no 4 GPUs."""
-    command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {save}"
+    command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {shlex.quote(str(save))}"
     return subprocess.run(
         shlex.split(command.replace(f"--device {DEVICE}", "--device cpu")), capture_output=True, text=True
     )

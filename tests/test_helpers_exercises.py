@@ -800,8 +800,14 @@ def test_10_another_right_answer(capsys):
 
 
 def test_10_the_worked_solution_passes(tmp_path, capsys):
-    """The solution's code, with a stand-in for torchrun that saves the weights, or fails as 3 processes do."""
+    """The solution's code, with a stand-in for torchrun that saves the weights, or fails as 3 processes do.
+
+    Its folder has a space in its name, which the solution quotes (issue 40 #12).
+    """
     import shlex
+
+    tmp_path = tmp_path / "my course"
+    tmp_path.mkdir()
 
     def run(args, capture_output, text):
         n = int(next(a for a in args if a.startswith("--nproc_per_node=")).split("=")[1])

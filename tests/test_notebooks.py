@@ -592,3 +592,35 @@ LESSONS_RESULTS = {
 @pytest.mark.parametrize("stem", LESSONS_RESULTS)
 def test_series_results_are_the_lessons(series_run, stem):
     LESSONS_RESULTS[stem](json.loads((series_run / "metrics.json").read_text()))
+
+
+def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
+    """Issue 40 #12: a repository under "my course" once split into two arguments in c10-25's shell lines."""
+    import shlex
+
+    import torch
+    from IPython.core import interactiveshell
+
+    place = tmp_path / "my course"
+    (place / "work").mkdir(parents=True)
+    commands = []
+
+    def shell_runs(command):  # as /bin/sh splits it; the launcher saves to the last argument
+        commands.append(command)
+        torch.save({"w": torch.zeros(2)}, shlex.split(command)[-1])
+        return 0
+
+    monkeypatch.setattr(interactiveshell, "system", shell_runs)
+    cell = next(c for c in nbformat.read(REPO / "notebooks" / "10_many_gpus.ipynb", as_version=4).cells if c.id == "c10-25")
+    shell = interactiveshell.InteractiveShell.instance()
+    shell.user_ns.update(
+        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
+        REPO=place / "repo", DATA=place / "data", WORK=place / "work",
+        max_difference=lambda a, b: max((a[k] - b[k]).abs().max().item() for k in a),
+    )  # fmt: skip
+    shell.run_cell(cell.source, silent=True).raise_error()
+    assert len(commands) == 2, commands
+    for command in commands:
+        words = shlex.split(command)
+        assert str(place / "repo" / "helpers_cli.py") in words and str(place / "data") in words, words
+    assert shell.user_ns["torchrun_difference"] == 0.0
