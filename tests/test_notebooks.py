@@ -611,7 +611,8 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
         return 0
 
     monkeypatch.setattr(interactiveshell, "system", shell_runs)
-    cell = next(c for c in nbformat.read(REPO / "notebooks" / "10_many_gpus.ipynb", as_version=4).cells if c.id == "c10-25")
+    nb = nbformat.read(REPO / "notebooks" / "10_many_gpus.ipynb", as_version=4)
+    cell = next(c for c in nb.cells if c.id == "c10-25")
     shell = interactiveshell.InteractiveShell.instance()
     shell.user_ns.update(
         shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
