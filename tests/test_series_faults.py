@@ -335,3 +335,43 @@ def test_importing_series_loads_no_torch():
     code = "import sys; sys.path.insert(0, 'notebooks'); import series; print('torch' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
+
+
+def _python_that_says_it_is_310(folder: Path) -> Path:
+    """A `python3` that reports version 3.10.12, as Ubuntu 22.04's does; otherwise this Python."""
+    (folder / "fake310").mkdir()
+    (folder / "fake310" / "sitecustomize.py").write_text(
+        "import sys\nsys.version_info = (3, 10, 12, 'final', 0)\nsys.version = '3.10.12 (main) [GCC 11.4.0]'\n"
+    )
+    python = folder / "python3.10"
+    python.write_text(f'#!/bin/sh\nPYTHONPATH={folder / "fake310"} exec {sys.executable} "$@"\n')
+    python.chmod(0o755)
+    return python
+
+
+@pytest.fixture
+def makefile_here(tmp_path):
+    """The Makefile and its requirements in an empty folder, where `make venv` may create .venv."""
+    for name in ("Makefile", "requirements.txt", "requirements-dev.txt"):
+        shutil.copy(REPO / name, tmp_path / name)
+    return tmp_path
+
+
+def test_make_venv_with_python_310_says_what_to_install_before_pip(makefile_here):
+    """Issue 40 #13: `make venv` with Python 3.10 stopped in pip's 'No matching distribution'."""
+    python = _python_that_says_it_is_310(makefile_here)
+    made = subprocess.run(["make", "venv", f"PYTHON={python}"], cwd=makefile_here, capture_output=True, text=True)
+    assert made.returncode != 0
+    assert f"Python 3.11 or newer needed; found 3.10.12 ({python})" in made.stderr, made.stderr
+    assert "pip" not in made.stdout + made.stderr and not (makefile_here / ".venv").exists()
+
+
+def test_make_venv_with_a_venv_of_python_310_says_to_delete_it(makefile_here):
+    """Issue 40 #13, second half: a .venv left by Python 3.10 was reused, and pip failed the same way again."""
+    (makefile_here / ".venv" / "bin").mkdir(parents=True)
+    shutil.copy(_python_that_says_it_is_310(makefile_here), makefile_here / ".venv" / "bin" / "python")
+    made = subprocess.run(["make", "venv"], cwd=makefile_here, capture_output=True, text=True)
+    assert made.returncode != 0
+    assert "made by Python 3.10.12, which is too old: delete it (rm -r .venv) and run make again" in made.stderr
+    assert "pip" not in made.stdout + made.stderr
+    assert sorted(p.name for p in (makefile_here / ".venv").iterdir()) == ["bin"]  # nothing installed
