@@ -54,9 +54,10 @@ def test_crash_mid_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_truncated_file(tmp_path):
+    """Issue 40: 07, given a truncated checkpoint, said what happened but not what to do."""
     path = helpers.save_checkpoint(tmp_path / "t.ckpt", helpers.MnistModel())
     path.write_bytes(path.read_bytes()[:500])
-    with pytest.raises(ValueError, match="not a readable checkpoint"):
+    with pytest.raises(ValueError, match=r"not a readable checkpoint \(truncated.*\. Delete it and save it again"):
         helpers.load_checkpoint(path, helpers.MnistModel())
 
 
