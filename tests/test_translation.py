@@ -88,14 +88,16 @@ def test_chinese_notebooks_follow_the_series_conventions(path):
     assert lines[0].startswith(english.cells[0].source.splitlines()[0][:7]) and CJK.search(lines[0])  # "# 05 · "
     assert lines[1] == pages.badge(f"zh/{path.name}") and f"notebooks/zh/{path.name}" in lines[1]
     assert sum("Open In Colab" in line for line in lines) == 1
-    assert "\n\n**本篇预期结果**：" in chinese.cells[0].source
+    intro = next(c for c in chinese.cells if c.id.endswith("-intro"))
+    assert "\n\n**本篇预期结果**：" in intro.source
     assert chinese.cells[-2].source.startswith("## 本篇小结")
     (nav,) = pages.tagged(chinese, "nav")
     assert nav is chinese.cells[-1] and nav.source == pages.nav(path, translation.translated_titles("zh"), "zh")
-    for tag in ("setup", "parameters", "metrics"):  # the same code; the parameters' comments in Chinese
-        zh_code = [_code_without_comments(c.source) for c in pages.tagged(chinese, tag)]
-        assert zh_code == [_code_without_comments(c.source) for c in pages.tagged(english, tag)]
-    assert pages.tagged(chinese, "setup")[0].source == pages.SETUP
+    (setup,) = pages.tagged(chinese, "setup")
+    english_setup = copy.deepcopy(pages.tagged(english, "setup")[0])
+    translation.localize_code(english_setup, "zh")  # the same code; its exercises answer in Chinese
+    assert _code_without_comments(setup.source) == _code_without_comments(english_setup.source)
+    assert setup.source.startswith("# @title ") and CJK.search(setup.source.splitlines()[0])  # a folded cell's title
     assert chinese.metadata["kernelspec"] == english.metadata["kernelspec"] and chinese.metadata["kernelspec"]["name"]
     assert chinese.metadata["accelerator"] == "GPU" and chinese.metadata["colab"]["gpuType"] == "T4"
     assert chinese.metadata["language"] == "zh"
@@ -484,9 +486,9 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "x = 1  # 隐藏层"
     )
     setup = nbformat.v4.new_code_cell("import os  # the set-up cell", metadata={"tags": ["setup"]})
-    injected = nbformat.v4.new_code_cell('# Parameters\ndevice = "cpu"\n', metadata={"tags": ["injected-parameters"]})
     metrics = nbformat.v4.new_code_cell("# @title Record the metrics\n", metadata={"tags": ["metrics"]})
-    assert [translation.code_comments(c) for c in (setup, injected, metrics)] == [[], [], []]  # every edition's
+    assert translation.code_comments(setup) == ["the set-up cell"]  # the reader's: its title shows when folded
+    assert translation.code_comments(metrics) == []  # machinery a run adds
     missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
     assert len(missing) == 5
     assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in missing[4]
@@ -580,10 +582,13 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
 
 
 def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
-    """papermill's parameters cell and the metrics cell a run adds are machinery: no comment of theirs needs a row."""
+    """The settings a run writes into the set-up cell keep their translated comments; the metrics cell it adds is
+    machinery: no comment of its needs a row."""
     for path in ENGLISH:
-        nbformat.write(runs._prepared(path, {"device": "cpu"}), tmp_path / path.name)
+        nbformat.write(runs._prepared(path, {"device": "cpu"}, tmp_path / "run"), tmp_path / path.name)
     assert len(translation.translate(source=tmp_path, target=tmp_path / "zh")) == len(ENGLISH)
     chinese = nbformat.read(tmp_path / "zh" / ENGLISH[0].name, as_version=4)
-    added = [c for c in chinese.cells if {"injected-parameters", "metrics"} & set(c.metadata.get("tags", []))]
-    assert len(added) == 2 and all(c.source.startswith(("# Parameters", "# @title Record")) for c in added)
+    (added,) = [c for c in chinese.cells if "metrics" in c.metadata.get("tags", [])]
+    assert added.source.startswith("# @title Record")
+    (setup,) = pages.tagged(chinese, "setup")
+    assert "device = 'cpu'  # " in setup.source and CJK.search(setup.source.splitlines()[1])
