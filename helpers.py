@@ -464,42 +464,14 @@ def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
     first = next(batches, None)
     if first is None:
         raise ValueError("an empty loader: it yielded no batches, so there is nothing to train or evaluate on")
-    if isinstance(first, dict):
-        raise TypeError(
-            f"the loader yields dicts (keys {list(first)}); the lesson's loop wants (images, labels) pairs. "
-            "Make the dataset return (image, label), or wrap the loader: ((b['image'], b['label']) for b in loader)"
-        )
     if not isinstance(first, (list, tuple)) or len(first) != 2:
-        parts = f"{len(first)} parts" if isinstance(first, (list, tuple)) else f"a {type(first).__name__}"
-        raise TypeError(
-            f"the loader yields {parts} per batch; the lesson's loop wants (images, labels) pairs. "
-            "Drop the extra parts, e.g. ((x, y) for x, y, *_ in loader)"
-        )
+        raise _not_a_pair(first)
     images, labels = first
-    if not isinstance(labels, torch.Tensor):
-        raise TypeError(f"labels must be a tensor, got a {type(labels).__name__}: convert them with torch.tensor()")
-    if labels.dtype not in (torch.int64, torch.uint8):
-        raise TypeError(
-            f"labels must be class indices 0..9 stored as integers (torch.int64), such as tensor([5, 0, 4]); "
-            f"got {labels.dtype}. Convert them with labels.long()"
-        )
-    if labels.dim() != 1:
-        raise ValueError(
-            f"labels must be one class index per image, of shape [N]; got shape {list(labels.shape)}. "
-            "For [N, 1] use labels.squeeze(1)"
-        )
+    if not isinstance(labels, torch.Tensor) or labels.dtype not in (torch.int64, torch.uint8) or labels.dim() != 1:
+        raise _not_class_indices(labels)
     weights = next(model.parameters(), None)
     if weights is not None and isinstance(images, torch.Tensor) and images.device != weights.device:
-        model_at, data_at = str(weights.device), str(images.device)
-        if weights.device.type == "meta":
-            fix = f"a model on meta has shapes but no weights: create it again on {data_at}"
-        elif images.device.type == "meta":
-            fix = "meta holds shapes but no values, so nothing can be computed from it: give the loader real data"
-        elif images.device.type == "cpu":
-            fix = f"send the batches to the model with DeviceDataLoader(loader, {model_at!r})"
-        else:
-            fix = f"move the model to the data with to_device(model, {data_at!r})"
-        raise ValueError(f"the model is on {model_at} but the batch is on {data_at}: {fix}")
+        raise _on_two_devices(weights.device, images.device)
     if isinstance(images, torch.Tensor) and images.is_floating_point() and images.numel() and len(labels):
         finite = torch.isfinite(images)
         low, high, top, all_finite = torch.stack(
@@ -523,6 +495,48 @@ def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
                 stacklevel=3,
             )
     return itertools.chain([first], batches)
+
+
+def _not_a_pair(batch: Any) -> TypeError:
+    """The error for a batch that is not an (images, labels) pair."""
+    if isinstance(batch, dict):
+        return TypeError(
+            f"the loader yields dicts (keys {list(batch)}); the lesson's loop wants (images, labels) pairs. "
+            "Make the dataset return (image, label), or wrap the loader: ((b['image'], b['label']) for b in loader)"
+        )
+    parts = f"{len(batch)} parts" if isinstance(batch, (list, tuple)) else f"a {type(batch).__name__}"
+    return TypeError(
+        f"the loader yields {parts} per batch; the lesson's loop wants (images, labels) pairs. "
+        "Drop the extra parts, e.g. ((x, y) for x, y, *_ in loader)"
+    )
+
+
+def _not_class_indices(labels: Any) -> Exception:
+    """The error for labels that are not a tensor of shape [N] holding integer class indices."""
+    if not isinstance(labels, torch.Tensor):
+        return TypeError(f"labels must be a tensor, got a {type(labels).__name__}: convert them with torch.tensor()")
+    if labels.dtype not in (torch.int64, torch.uint8):
+        return TypeError(
+            f"labels must be class indices 0..9 stored as integers (torch.int64), such as tensor([5, 0, 4]); "
+            f"got {labels.dtype}. Convert them with labels.long()"
+        )
+    return ValueError(
+        f"labels must be one class index per image, of shape [N]; got shape {list(labels.shape)}. "
+        "For [N, 1] use labels.squeeze(1)"
+    )
+
+
+def _on_two_devices(model_at: torch.device, data_at: torch.device) -> ValueError:
+    """The error for a model and a batch on different devices, with the fix that keeps the weights."""
+    if model_at.type == "meta":
+        fix = f"a model on meta has shapes but no weights: create it again on {data_at}"
+    elif data_at.type == "meta":
+        fix = "meta holds shapes but no values, so nothing can be computed from it: give the loader real data"
+    elif data_at.type == "cpu":
+        fix = f"send the batches to the model with DeviceDataLoader(loader, {str(model_at)!r})"
+    else:
+        fix = f"move the model to the data with to_device(model, {str(data_at)!r})"
+    return ValueError(f"the model is on {model_at} but the batch is on {data_at}: {fix}")
 
 
 def _first_non_finite(loader: Iterable) -> int | None:
