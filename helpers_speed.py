@@ -301,19 +301,9 @@ def speedrun(
         f"speedrun on {device}: {epochs} epochs in {train_s:.2f} s of training (+{data_s:.2f} s preparing data); "
         f"validation accuracy {val_accs[-1]:.4f}, then test accuracy {test_acc:.4f}"
     )
-    return {
-        "device": str(device),
-        "batch_size": batch_size,
-        "lr": lr,
-        "momentum": momentum,
-        "epochs": epochs,
-        "val_accs": val_accs,
-        "test_acc": test_acc,
-        "reached": test_acc >= target,
-        "target": target,
-        "train_s": train_s,
-        "data_s": data_s,
-    }
+    run = {"device": str(device), "batch_size": batch_size, "lr": lr, "momentum": momentum, "epochs": epochs}
+    scores = {"val_accs": val_accs, "test_acc": test_acc, "reached": test_acc >= target, "target": target}
+    return run | scores | {"train_s": train_s, "data_s": data_s}
 
 
 def benchmark_fit(
