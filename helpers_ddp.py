@@ -196,17 +196,8 @@ class ShardedResidentLoader(DeviceResidentLoader):
         return _batches_with_a_share(len(self.labels), self.batch_size, self.rank, self.drop_last)
 
     def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        n = len(self.labels)
-        if self.shuffle:
-            order = torch.randperm(n, generator=self.generator, device=self.generator.device).to(self.device)
-        else:
-            order = torch.arange(n, device=self.device)
-        for idx in order.split(self.batch_size)[: len(self)]:
-            idx = idx[self.rank :: self.world_size]  # this process's share of the batch one process would take
-            images = self.images[idx]
-            if images.dtype == torch.uint8:
-                images = images.to(torch.float32).div_(255)
-            yield images, self.labels[idx]
+        for images, labels in super().__iter__():  # the batches one process would take, those with a share here
+            yield images[self.rank :: self.world_size], labels[self.rank :: self.world_size]
 
 
 def sharded_lesson_loaders(
