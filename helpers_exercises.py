@@ -11,7 +11,7 @@ A check reads the learner's objects (the model, the loaders, the numbers), never
 correct answers both pass. It runs the learner's functions itself, and never raises: whatever stops it becomes a
 "Not yet" that names the exception and the learner's line. The messages here are English; each edition's
 catalogue (notebooks/zh/exercises.md) translates them, one row per English template. The worked solutions' code
-lives here only: the notebooks' folded solutions are generated from it (notebooks/serieslib/exercises.py).
+lives in the English notebooks only, in their folded cells tagged `solution`; `solution()` reads it from there.
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import html
+import json
 import math
 import os
 import re
@@ -41,7 +42,7 @@ class Placeholder:
 ____ = Placeholder()
 
 LANGUAGES = ("en", "zh")
-EDITIONS = Path(__file__).resolve().parent / "notebooks"  # notebooks/<lang>/exercises.md: each edition's messages
+EDITIONS = Path(__file__).resolve().parent / "notebooks"  # the English notebooks; <lang>/exercises.md: the messages
 LABELS = {
     "correct": ("Correct", "#2e7d32"),
     "not_yet": ("Not yet", "#c62828"),
@@ -96,14 +97,13 @@ class Unanswered(Exception):
 
 @dataclasses.dataclass
 class Exercise:
-    """One exercise: its check of the learner's objects, a hint, and a worked solution (its idea and its code)."""
+    """An exercise: its check of the learner's objects, a hint, its worked solution's idea (its code: the notebook)."""
 
-    title: str  # the worked solution's: "Solution 1: <title>"
     check_answer: Callable[[dict], Said] | None  # namespace -> the "Correct" message; raises NotYet. None: open-ended
     nudge: str  # what hint() says
     idea: str  # the worked solution in a sentence
-    code: str  # the worked solution: the exercise's cell, its blanks filled
-    number: int = 0  # set by register: 1, 2, ... in the notebook's order
+    notebook: str = ""  # set by register, with the number: 1, 2, ... in the notebook's order
+    number: int = 0
     namespace: dict = dataclasses.field(default_factory=dict, repr=False)
     lang: str = "en"
     passed: bool = False  # what the last check() found; check() returns nothing, so a cell shows no Out[]
@@ -129,8 +129,8 @@ class Exercise:
         self._show("hint", Said(self.nudge))
 
     def solution(self) -> None:
-        """Print the worked solution: what it does, then its code."""
-        self._show("solution", Said(self.idea), code=self.code)
+        """Print the worked solution: what it does, then its code (the notebook's folded cell "Solution N")."""
+        self._show("solution", Said(self.idea), code=dict(enumerate(solutions(self.notebook), 1)).get(self.number, ""))
 
     def _show(self, label: str, said: Said, code: str = "") -> None:
         """The line `label: text` in this exercise's language; every language rides along in the metadata."""
@@ -155,12 +155,25 @@ def _rendered(label: str, text: str, code: str, lang: str) -> dict[str, str]:
     return {"text/plain": plain, "text/html": rich + (f"<pre>{html.escape(code.strip())}</pre>" if code else "")}
 
 
+# A worked solution as the notebook shows it, folded: its cell tagged `solution`, Markdown.
+SOLUTION = re.compile(r"<details><summary>Solution (\d+): (.+?)</summary>\n\n```python\n(.+)\n```\n</details>", re.S)
+
+
+@functools.cache
+def solutions(notebook: str) -> list[str]:
+    """The code of each worked solution of `notebook`, in order: its English edition's cells tagged `solution`."""
+    path = EDITIONS / f"{notebook}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"] if path.is_file() else []
+    sources = ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
+    return [match[3] if (match := SOLUTION.fullmatch(source)) else "" for source in sources]
+
+
 REGISTRY: dict[str, list[Exercise]] = {}
 
 
 def register(notebook: str, *exercises: Exercise) -> None:
     """The exercises of `notebook`, numbered 1, 2, ... in order."""
-    REGISTRY[notebook] = [dataclasses.replace(e, number=n) for n, e in enumerate(exercises, 1)]
+    REGISTRY[notebook] = [dataclasses.replace(e, notebook=notebook, number=n) for n, e in enumerate(exercises, 1)]
 
 
 def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
@@ -410,37 +423,16 @@ def _check_fashion_loader(namespace: dict) -> Said:
 register(
     "02_data_loading",
     Exercise(
-        "batch sizes",
         _check_batch_counts,
         nudge="an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
         idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
         "drawing the images at each size",
-        code="""batches = {}
-for size in (32, 128, 512):
-    count = len(DataLoader(train_set, size))
-    batches[size] = (count, len(train_set) - (count - 1) * size)
-
-limit = exercise_limit or (10_000 if DEVICE.type == "cpu" else len(train_set))
-for size, (count, last) in batches.items():
-    t0 = time.perf_counter()
-    for step, _ in enumerate(DataLoader(train_set, size, shuffle=True), 1):
-        if step * size >= limit:
-            break
-    drawn = f"{step * size:,} images drawn in {time.perf_counter() - t0:.2f} s"
-    print(f"batch {size:>3}: {count:>4} batches, the last of {last:>3}; {drawn}")""",
     ),
     Exercise(
-        "Fashion-MNIST",
         _check_fashion_loader,
         nudge="helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a batch "
         "size and shuffle=True",
         idea="load the dataset, wrap it in a shuffled DataLoader, show one batch",
-        code="""fashion_loader = DataLoader(
-    helpers.load_fashion_mnist(DATA), 32, shuffle=True, generator=torch.Generator().manual_seed(seed)
-)
-helpers.show_batch(fashion_loader)
-plt.show()
-print("classes:", ", ".join(fashion_loader.dataset.classes))""",
     ),
 )
 
@@ -562,40 +554,16 @@ def _check_two_hidden_layers(namespace: dict) -> Said:
 register(
     "03_model",
     Exercise(
-        "parameters against hidden size",
         _check_parameter_counts,
         nudge="make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
         "nn.Linear(a, b) has a × b weights and b biases",
         idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
-        code="""parameters = {}
-for h in (16, 64, 128, 1024):
-    parameters[h] = sum(p.numel() for p in helpers.MnistModel(784, h, 10).parameters())
-
-for h, total in parameters.items():
-    first = sum(p.numel() for p in helpers.MnistModel(784, h, 10).linear1.parameters())
-    print(f"hidden {h:>4}: {total:>7,} parameters, {first / total:.0%} of them in the first layer")""",
     ),
     Exercise(
-        "two hidden layers",
         _check_two_hidden_layers,
         nudge="three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then return "
         "the last one's output; then deeper = TwoHiddenLayers()",
         idea="three linear layers, a ReLU after each of the first two",
-        code="""class TwoHiddenLayers(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.linear1 = nn.Linear(784, 64)
-        self.linear2 = nn.Linear(64, 32)
-        self.linear3 = nn.Linear(32, 10)
-
-    def forward(self, xb):
-        out = F.relu(self.linear1(xb.flatten(1)))
-        out = F.relu(self.linear2(out))
-        return self.linear3(out)
-
-
-deeper = TwoHiddenLayers()
-print("outputs:", list(deeper(images).shape), "| parameters:", f"{sum(p.numel() for p in deeper.parameters()):,}")""",
     ),
 )
 
@@ -710,39 +678,15 @@ def _check_dict_to_device(namespace: dict) -> Said:
 register(
     "04_device_transfer",
     Exercise(
-        "per-batch copies against one copy",
         _check_moved_once,
         nudge="val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
         idea="one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way",
-        code='''val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))  # every image, one batch
-val_on_device = val_images.to(DEVICE)
-
-
-def one_pass_per_batch():
-    """The lesson's way: DeviceDataLoader copies each batch of 256 to the device as it comes."""
-    batches = DataLoader(torch.utils.data.TensorDataset(val_images, val_labels), 256)
-    return [xb.sum() for xb, _ in helpers.DeviceDataLoader(batches, DEVICE)]
-
-
-def one_pass_sliced():
-    """The images copied once, above: each batch of 256 is a slice of val_on_device."""
-    return [val_on_device[i : i + 256].sum() for i in range(0, len(val_on_device), 256)]''',
     ),
     Exercise(
-        "a to_device that knows dicts",
         _check_dict_to_device,
         nudge="in the dict branch, return a dict whose values are moved by the same function: "
         "{key: to_device_with_dicts(value, device) for key, value in data.items()}",
         idea="a dict branch that calls the function on every value, so nested containers move too",
-        code="""def to_device_with_dicts(data, device):
-    if isinstance(data, dict):
-        return {key: to_device_with_dicts(value, device) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return [to_device_with_dicts(x, device) for x in data]
-    return data.to(device, non_blocking=True)
-
-
-print({key: value.device for key, value in to_device_with_dicts(batch, lesson_device).items()})""",
     ),
 )
 
@@ -808,43 +752,22 @@ def _check_deeper_trained(namespace: dict) -> Said:
 register(
     "05_training",
     Exercise(
-        "batch size and learning rate",
         _check_batch_and_lr,
         nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns "
         "its history: keep its last val_acc; best = max(results, key=results.get)",
         idea="six fresh models, the same epochs each; compare the accuracies at each batch size",
-        code="""model_fn = partial(helpers.MnistModel, 784, hidden_size, 10)
-print(f"{'batch':>5} {'lr':>5} {'val_acc':>8} {'s/epoch':>8}")
-results = {}
-for size in (32, 128, 512):
-    for lr in (0.05, 0.5):
-        runs = train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)
-        results[(size, lr)] = runs[-1]["val_acc"]
-        print(f"{size:>5} {lr:>5} {results[(size, lr)]:>8.4f} {sum(h['epoch_s'] for h in runs) / len(runs):>8.3f}")
-best = max(results, key=results.get)""",
     ),
     Exercise(
-        "hidden size",
         _check_hidden_sizes,
         nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], data=exercise_set) "
         "trains a model with h hidden units; keep its last val_acc",
         idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
-        code="""hidden_results = {}
-for h in (16, 32, 64, 128):
-    runs = train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], data=exercise_set)
-    hidden_results[h] = runs[-1]["val_acc"]""",
     ),
     Exercise(
-        "two hidden layers",
         _check_deeper_trained,
         nudge="make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); train_on_device "
         "calls it for a fresh model: train_on_device(make_deeper, [(exercise_epochs, 0.5)], data=exercise_set)",
         idea="a model of three linear layers with ReLUs between, trained like the lesson's",
-        code="""def make_deeper():
-    return nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
-
-
-deeper_history = train_on_device(make_deeper, [(exercise_epochs, 0.5)], data=exercise_set)""",
     ),
 )
 
@@ -946,62 +869,28 @@ def _check_inside_a_checkpoint(namespace: dict) -> Said:
 register(
     "06_plots",
     Exercise(
-        "the same model on Fashion-MNIST",
         _check_fashion_accuracy,
         nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
         "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
         idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits",
-        code="""fashion = helpers.load_fashion_mnist(DATA)
-fashion_train, fashion_val = helpers.split_dataset(fashion, seed=seed)
-fashion_test = helpers.load_fashion_mnist(DATA, train=False)
-train_fast, val_fast, test_fast = [
-    helpers.DeviceResidentLoader.from_dataset(part, size, shuffle=shuffle, device=DEVICE, seed=seed)
-    for part, size, shuffle in ((fashion_train, 128, True), (fashion_val, 256, False), (fashion_test, 256, False))
-]
-helpers.seed_everything(seed)
-fashion_model = helpers.to_device(helpers.MnistModel(784, hidden_size, 10), DEVICE)
-first = math.ceil(exercise_epochs / 2)  # the lesson's two phases: first at 0.5, the rest at 0.1
-quiet = {"progress": False, "verbose": False}
-fashion_history = helpers.fit(first, 0.5, fashion_model, train_fast, val_fast, **quiet)
-fashion_history += helpers.fit(exercise_epochs - first, 0.1, fashion_model, train_fast, val_fast, **quiet)
-fashion_test_acc = helpers.evaluate(fashion_model, test_fast)["val_acc"]""",
     ),
 )
 register(
     "07_error_analysis",
     Exercise(
-        "accuracy when the model is sure",
         _check_sure_answers,
         nudge="sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() the "
         "right ones",
         idea="the more sure the model, the fewer images it answers and the more of them it gets right",
-        code="""confidence = predictions["probs"].max(dim=1).values  # each image's largest probability
-right = predictions["preds"] == predictions["labels"]
-answered = {}
-for threshold in (0.5, 0.9, 0.99):
-    sure = confidence >= threshold
-    answered[threshold] = (int(sure.sum()), int((right & sure).sum()))
-
-for threshold, (count, correct) in answered.items():
-    print(f"confidence >= {threshold}: {count / len(confidence):.1%} of the images, {correct / count:.2%} right")""",
     ),
 )
 register(
     "08_checkpoints",
     Exercise(
-        "look inside a checkpoint",
         _check_inside_a_checkpoint,
         nudge="a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the first "
         "part; helpers.load_checkpoint and helpers.evaluate the second",
         idea="the checkpoint holds everything needed to resume; the restored weights score what was recorded",
-        code="""state = torch.load(demo / "run.ckpt", weights_only=True)
-completed = state["epoch"]
-restored = helpers.to_device(helpers.MnistModel(), DEVICE)
-helpers.load_checkpoint(demo / "run.ckpt", restored)
-restored_score = helpers.evaluate(restored, val_fast)["val_acc"]
-
-print("keys:", ", ".join(state))
-print(f"{completed} completed epochs, val_acc:", [round(h["val_acc"], 4) for h in state["history"]])""",
     ),
 )
 
@@ -1049,76 +938,31 @@ def _check_mixed_precision(namespace: dict) -> Said:
 register(
     "09_cpu_vs_gpu",
     Exercise(
-        "the same training on each device, small and large model",
         None,
         nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
         "each epoch of fit's history has its 'train_s'",
         idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and its "
         "time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU pulls ahead",
-        code="""train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
-for hidden in (32, 1024):
-    for name in devices:
-        train = helpers.DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=name, seed=seed)
-        val = helpers.DeviceResidentLoader.from_dataset(val_set, 256, device=name)
-        helpers.seed_everything(seed)
-        trained = helpers.to_device(helpers.MnistModel(784, hidden, 10), name)
-        runs = helpers.fit(exercise_epochs, 0.5, trained, train, val, progress=False, verbose=False)
-        print(f"hidden {hidden:>4} on {name:<6}: {min(h['train_s'] for h in runs):.2f} s per epoch of training")""",
     ),
 )
 register(
     "10_many_gpus",
     Exercise(
-        "4 processes give the same weights; 3 do not divide the batch of 128",
         _check_processes,
         nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights with "
         "max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
         idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not divide "
         "128, and helpers_ddp refuses before training",
-        code='''def torchrun_dry_run(n, save):
-    """The dry run on n processes, its weights saved to `save`; on the CPU, so that 4 need no 4 GPUs."""
-    command = f"{torchrun} --standalone --nproc_per_node={n} {dry_run} {shlex.quote(str(save))}"
-    return subprocess.run(
-        shlex.split(command.replace(f"--device {DEVICE}", "--device cpu")), capture_output=True, text=True
-    )
-
-
-torchrun_dry_run(4, WORK / "four.pt")
-four_difference = max_difference(torch.load(WORK / "four.pt"), torch.load(WORK / "one.pt"))
-three = torchrun_dry_run(3, WORK / "three.pt")
-three_exit_code = three.returncode
-
-reason = next(line for line in three.stderr.splitlines() if "ValueError: a batch" in line)
-print("3 processes:", reason.split("ValueError: ")[1])''',
     ),
 )
 register(
     "11_gpu_speed",
     Exercise(
-        "the lesson with mixed precision against float32",
         _check_mixed_precision,
         nudge="model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
         "helpers.fit(exercise_epochs, 0.5, model, train, val, opt_func) and the same at 0.1; "
         "helpers.evaluate(model, test)['val_acc']",
         idea="the same schedule with and without autocast: the test accuracies differ by a fraction of a point, no "
         "more than a change of seed moves them (notebook 06)",
-        code="""amp = "float16" if DEVICE.type == "cuda" and not helpers_speed.bf16_native(DEVICE) else "bfloat16"
-train_set, val_set = helpers.split_dataset(helpers.load_mnist(DATA), seed=seed)
-test_set = helpers.load_mnist(DATA, train=False)
-train, val, test = [
-    helpers.DeviceResidentLoader.from_dataset(part, size, shuffle=shuffle, device=DEVICE, seed=seed)
-    for part, size, shuffle in ((train_set, 128, True), (val_set, 256, False), (test_set, 256, False))
-]
-results = {}
-for name in ("float32", amp):
-    helpers.seed_everything(seed)
-    model, opt_func = helpers.to_device(helpers.MnistModel(), DEVICE), torch.optim.SGD
-    if name == amp:
-        model, opt_func = helpers_speed.mixed_precision(model, amp)
-    for lr in (0.5, 0.1):
-        helpers.fit(exercise_epochs, lr, model, train, val, opt_func, progress=False, verbose=False)
-    results[name] = helpers.evaluate(model, test)["val_acc"]
-
-    print(f"{name:>8}: test accuracy {results[name]:.4f}")""",
     ),
 )

@@ -47,8 +47,8 @@ def correct(notebook, number, namespace, capsys, *facts):
 
 
 def solved(notebook, number, namespace):
-    """`namespace` after running the exercise's worked solution in it (the same dict, changed)."""
-    exec(helpers_exercises.REGISTRY[notebook][number - 1].code, namespace)
+    """`namespace` after running the exercise's worked solution, the notebook's folded cell, in it (the same dict)."""
+    exec(helpers_exercises.solutions(notebook)[number - 1], namespace)
     return namespace
 
 
@@ -268,12 +268,15 @@ def right(key, demo, capsys):
 
 
 def test_every_notebook_with_exercises_has_them_numbered_with_hints_and_solutions():
+    """Each exercise has a hint, an idea, and a worked solution read from its notebook's folded cell."""
     assert set(helpers_exercises.REGISTRY) == {f"{n}" for n, _ in CHECKED} | {"09_cpu_vs_gpu"}
-    for exercises in helpers_exercises.REGISTRY.values():
-        for exercise in exercises:
-            assert exercise.title and exercise.nudge and exercise.idea and exercise.code.strip()
-            assert "q1.check()" not in exercise.code and not exercise.code.startswith("#"), "the cell's own"
-            compile(exercise.code, exercise.title, "exec")
+    for notebook, exercises in helpers_exercises.REGISTRY.items():
+        codes = helpers_exercises.solutions(notebook)
+        assert len(codes) == len(exercises), f"{notebook}: one solution cell per exercise"
+        for exercise, code in zip(exercises, codes):
+            assert exercise.notebook == notebook and exercise.nudge and exercise.idea and code.strip()
+            assert "q1.check()" not in code and not code.startswith("#"), "the cell's own"
+            compile(code, f"{notebook} solution {exercise.number}", "exec")
 
 
 @pytest.mark.parametrize("key", CHECKED, ids=[f"{n}-q{q}" for n, q in CHECKED])
@@ -785,7 +788,8 @@ def test_an_open_ended_exercise_says_it_is_a_question_for_thought(capsys):
     q1.solution()
     shown = capsys.readouterr().out
     assert shown.startswith("Solution: expect the 32-unit model to gain little on a GPU")
-    assert shown.rstrip().endswith(q1.code.strip()) and "helpers.MnistModel(784, hidden, 10)" in q1.code
+    (code,) = helpers_exercises.solutions("09_cpu_vs_gpu")
+    assert shown.rstrip().endswith(code) and "helpers.MnistModel(784, hidden, 10)" in code
 
 
 class FinishedRun:

@@ -273,10 +273,12 @@ def _exercise_section(nb) -> list:
 
 
 @pytest.mark.parametrize("path", WITH_EXERCISES, ids=[p.stem for p in WITH_EXERCISES])
-def test_every_exercise_has_a_cell_for_the_learner_and_a_folded_solution_from_the_module(path):
+def test_every_exercise_has_a_cell_for_the_learner_and_one_folded_solution(path):
     """Each exercise has a cell for the learner that holds what its task needs (the solution's code, blanks where
-    the learner decides) and ends with its check; its worked solution is Markdown, folded, generated from
-    helpers_exercises: a notebook run top to bottom executes no solution and overwrites no learner's variable."""
+    the learner decides) and ends with its check; then its worked solution, one per exercise in their order: a
+    Markdown cell, folded (`<details><summary>Solution N: title</summary>` and a Python block that compiles), the
+    code's one source, which q{N}.solution() reads. A notebook run top to bottom executes no solution and
+    overwrites no learner's variable."""
     import helpers_exercises
 
     nb = nbformat.read(path, as_version=4)
@@ -290,13 +292,17 @@ def test_every_exercise_has_a_cell_for_the_learner_and_a_folded_solution_from_th
     assert len(binding) == 1 and f"{names} = helpers_exercises.exercises(" in binding[0].source, names
     solutions = pages.tagged(nb, "solution")
     assert len(solutions) == len(exercises), "one worked solution per exercise"
-    for exercise, solution in zip(exercises, solutions):
+    codes = [exercises_md.solution_code(solution) for solution in solutions]  # each one folded, with its code
+    assert helpers_exercises.solutions(path.stem) == codes, "what q1.solution() shows: the notebook's cells"
+    for exercise, solution, solved in zip(exercises, solutions, codes):
         q, learner = f"q{exercise.number}", _learner_cell(nb, exercise.number)
         assert "____" in learner.source, f"{q}: a cell for the learner, ending with its check"
         assert nb.cells.index(binding[0]) < nb.cells.index(learner) < nb.cells.index(solution)
-        assert solution.cell_type == "markdown" and solution.source == exercises_md.solution_markdown(exercise)
+        match = helpers_exercises.SOLUTION.fullmatch(solution.source)
+        assert solution.cell_type == "markdown" and int(match[1]) == exercise.number and match[2].strip(), q
+        assert solved.strip() == solved and compile(solved, f"{q}'s solution", "exec")
         scaffold = [line for line in _code_lines(learner.source) if "____" not in line and not line.startswith("q")]
-        code = iter(_code_lines(exercise.code))
+        code = iter(_code_lines(solved))
         assert all(line in code for line in scaffold), f"{q}: the cell's code is the solution's, but for its blanks"
         if exercise.check_answer is None:  # a question for thought: the learner's q.solution() gives the answer
             assert _shown(learner).startswith(THOUGHT), q
@@ -304,7 +310,7 @@ def test_every_exercise_has_a_cell_for_the_learner_and_a_folded_solution_from_th
             assert _shown(learner).startswith(UNANSWERED), q
         assert not [o for o in learner.outputs if o.get("output_type") == "execute_result"]
     run_all = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
-    assert not [e.number for e in exercises if e.code.strip() in run_all], "no code cell runs a worked solution"
+    assert not [code for code in codes if code in run_all], "no code cell runs a worked solution"
 
 
 # What issue 37 found missing from three exercise cells: a line each learner's cell now holds.

@@ -10,8 +10,6 @@ from string import Template
 import nbformat
 from fetch_series import BRANCH, GITHUB, SERIES_VERSION  # the repository's address and code version, defined once
 
-from . import exercises
-
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 REPO = NOTEBOOKS.parent
 SETUP_FILE = NOTEBOOKS / "setup_cell.py"  # the set-up cell's code, kept as a file so that ruff lints it
@@ -131,7 +129,7 @@ def setup_cell(source: str) -> str:
 
 
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (under the title), the set-up cell's code, the solutions, the neighbours' links, the metadata.
+    """Write the badge (under the title), the set-up cell's code, the neighbours' links, the metadata.
 
     Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
     """
@@ -142,7 +140,6 @@ def stamp(path: Path, write: bool = True) -> bool:
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
         cell.source = setup_cell(cell.source)
-    exercises.stamp_solutions(nb, path.stem)
     for cell in (cell for tag in FOLDED for cell in tagged(nb, tag)):
         cell.metadata["cellView"] = "form"  # folded until a learner opens it: Colab shows the `# @title` line
         cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code
