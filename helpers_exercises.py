@@ -9,9 +9,11 @@ A notebook binds its exercises to its own globals once; each exercise cell ends 
 
 A check reads the learner's objects (the model, the loaders, the numbers), never their source, so two different
 correct answers both pass. It runs the learner's functions itself, and never raises: whatever stops it becomes a
-"Not yet" that names the exception and the learner's line. The messages here are English; each edition's
-catalogue (notebooks/zh/exercises.md) translates them, one row per English template. The worked solutions' code
-lives in the English notebooks only, in their folded cells tagged `solution`; `solution()` reads it from there.
+"Not yet" that names the exception and the learner's line. An answer compared with expected values is a Table: the
+expected value, then each typical mistake and its message, in rows; a check of behaviour (a model's layers, a
+recursive function) is code, one `wrong(mistake, message)` line per mistake. The messages here are English; each
+edition's catalogue (notebooks/zh/exercises.md) translates them, one row per English template. The worked
+solutions' code lives in the English notebooks only, in their folded cells tagged `solution`.
 """
 
 from __future__ import annotations
@@ -53,6 +55,8 @@ LABELS = {
 UNANSWERED = "write your answer in place of ____ in the cell above, run it, then check again"
 UNDEFINED = "run the cells above first (`{name}` is not defined)"
 OPEN_ENDED = "there is no single right answer to check; run q{number}.solution() to compare yours with ours"
+# A worked solution as its notebook shows it, folded: a Markdown cell tagged `solution`.
+SOLUTION = re.compile(r"<details><summary>Solution (\d+): (.+?)</summary>\n\n```python\n(.+)\n```\n</details>", re.S)
 
 
 @functools.cache
@@ -67,19 +71,23 @@ def catalogue(lang: str) -> dict[str, str]:
     return rows
 
 
-def translated(text: str, lang: str) -> str:
-    """`text` in `lang`: its row of the edition's catalogue (English where a row is missing)."""
-    return text if lang == "en" else catalogue(lang).get(text, text)
+@functools.cache
+def solutions(notebook: str) -> list[str]:
+    """The code of each worked solution of `notebook`, in order: its English edition's cells tagged `solution`."""
+    path = EDITIONS / f"{notebook}.ipynb"
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"] if path.is_file() else []
+    sources = ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
+    return [match[3] if (match := SOLUTION.fullmatch(source)) else "" for source in sources]
 
 
 class Said:
-    """A message: an English template and its fields, said in any language."""
+    """A message: an English template and its fields, said in any language (its row of the edition's catalogue)."""
 
     def __init__(self, template: str, **fields: Any):
         self.template, self.fields = template, fields
 
     def __call__(self, lang: str = "en") -> str:
-        text = translated(self.template, lang)
+        text = self.template if lang == "en" else catalogue(lang).get(self.template, self.template)
         return text.format(**self.fields) if self.fields else text
 
 
@@ -102,8 +110,8 @@ class Exercise:
     check_answer: Callable[[dict], Said] | None  # namespace -> the "Correct" message; raises NotYet. None: open-ended
     nudge: str  # what hint() says
     idea: str  # the worked solution in a sentence
-    notebook: str = ""  # set by register, with the number: 1, 2, ... in the notebook's order
-    number: int = 0
+    notebook: str
+    number: int  # 1, 2, ... in the notebook's order
     namespace: dict = dataclasses.field(default_factory=dict, repr=False)
     lang: str = "en"
     passed: bool = False  # what the last check() found; check() returns nothing, so a cell shows no Out[]
@@ -133,8 +141,14 @@ class Exercise:
         self._show("solution", Said(self.idea), code=dict(enumerate(solutions(self.notebook), 1)).get(self.number, ""))
 
     def _show(self, label: str, said: Said, code: str = "") -> None:
-        """The line `label: text` in this exercise's language; every language rides along in the metadata."""
-        outputs = {lang: _rendered(label, said(lang), code, lang) for lang in LANGUAGES}
+        """The line `label: text` (and the code below it) in this exercise's language, as plain text and as HTML in
+        the label's colour; every language rides along in the metadata."""
+        outputs = {}
+        for lang in LANGUAGES:
+            word, colour, colon = Said(LABELS[label][0])(lang), LABELS[label][1], "：" if lang == "zh" else ": "
+            rich = f'<p><b style="color:{colour}">{html.escape(word)}</b>{colon}{html.escape(said(lang))}</p>'
+            outputs[lang] = {"text/plain": f"{word}{colon}{said(lang)}" + (f"\n\n{code}" if code else ""),
+                             "text/html": rich + (f"<pre>{html.escape(code)}</pre>" if code else "")}  # fmt: skip
         try:
             from IPython import get_ipython
             from IPython.display import display
@@ -146,34 +160,18 @@ class Exercise:
             print(outputs[self.lang]["text/plain"])
 
 
-def _rendered(label: str, text: str, code: str, lang: str) -> dict[str, str]:
-    """The line `label: text` (and the code below it) as plain text, and as HTML in the label's colour."""
-    word, colour = translated(LABELS[label][0], lang), LABELS[label][1]
-    colon = "：" if lang == "zh" else ": "
-    plain = f"{word}{colon}{text}" + (f"\n\n{code.strip()}" if code else "")
-    rich = f'<p><b style="color:{colour}">{html.escape(word)}</b>{colon}{html.escape(text)}</p>'
-    return {"text/plain": plain, "text/html": rich + (f"<pre>{html.escape(code.strip())}</pre>" if code else "")}
-
-
-# A worked solution as the notebook shows it, folded: its cell tagged `solution`, Markdown.
-SOLUTION = re.compile(r"<details><summary>Solution (\d+): (.+?)</summary>\n\n```python\n(.+)\n```\n</details>", re.S)
-
-
-@functools.cache
-def solutions(notebook: str) -> list[str]:
-    """The code of each worked solution of `notebook`, in order: its English edition's cells tagged `solution`."""
-    path = EDITIONS / f"{notebook}.ipynb"
-    cells = json.loads(path.read_text(encoding="utf-8"))["cells"] if path.is_file() else []
-    sources = ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
-    return [match[3] if (match := SOLUTION.fullmatch(source)) else "" for source in sources]
-
-
 REGISTRY: dict[str, list[Exercise]] = {}
 
 
-def register(notebook: str, *exercises: Exercise) -> None:
-    """The exercises of `notebook`, numbered 1, 2, ... in order."""
-    REGISTRY[notebook] = [dataclasses.replace(e, notebook=notebook, number=n) for n, e in enumerate(exercises, 1)]
+def exercise(notebook: str, nudge: str, idea: str) -> Callable:
+    """A decorator: the check it decorates (None: an open-ended exercise) is `notebook`'s next exercise."""
+
+    def registered(check: Callable[[dict], Said] | None) -> Callable | None:
+        listed = REGISTRY.setdefault(notebook, [])
+        listed.append(Exercise(check, nudge, idea, notebook, len(listed) + 1))
+        return check
+
+    return registered
 
 
 def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
@@ -191,57 +189,42 @@ def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[E
 
 def need(namespace: dict, name: str) -> Any:
     """The notebook's object called `name`; NotYet while the cells that define it have not run."""
-    if name not in namespace:
-        raise NotYet(UNDEFINED, name=name)
+    wrong(name not in namespace, UNDEFINED, name=name)
     return namespace[name]
 
 
 def answer(namespace: dict, name: str) -> Any:
     """The learner's object called `name`; Unanswered while it still holds a ____."""
-    value = need(namespace, name)
-    if _holds_placeholder(value):
+    if _holds_placeholder(value := need(namespace, name)):
         raise Unanswered(name)
     return value
 
 
 def _holds_placeholder(value: Any) -> bool:
-    if isinstance(value, Placeholder):
-        return True
-    if isinstance(value, dict):
-        return any(_holds_placeholder(v) for v in value.values())
-    return isinstance(value, (list, tuple)) and any(_holds_placeholder(v) for v in value)
+    inside = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
+    return isinstance(value, Placeholder) or any(_holds_placeholder(v) for v in inside)
 
 
 def _kind(value: Any) -> str:
     return type(value).__name__
 
 
-def _learners_line(err: BaseException) -> str:
-    """The last line of the learner's own code in `err`'s traceback: not the series' modules', not a library's."""
-    series, libraries = str(Path(__file__).parent), ("site-packages", "dist-packages", "<frozen")
-    for frame in reversed(traceback.extract_tb(err.__traceback__)):
-        name = frame.filename
-        theirs = str(Path(name).parent) == series or name.startswith(sys.base_prefix)  # or the standard library's
-        if not theirs and not any(part in name for part in libraries):
-            return (frame.line or "").strip()
-    return ""
+def wrong(shows: bool, template: str, **fields: Any) -> None:
+    """NotYet saying `template` when the answer `shows` the mistake it names: a check's row, as code."""
+    if shows:
+        raise NotYet(template, **fields)
 
 
 def raised(err: Exception, call: str) -> NotYet:
-    """A NotYet that names what `call` raised, and the learner's line it came from."""
+    """A NotYet that names what `call` raised, and the last line of the learner's own code it came from (not the
+    series' modules', not a library's, not the standard library's)."""
     error = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}".rstrip(": ")
-    line = _learners_line(err)
-    if line:
+    series, libraries = str(Path(__file__).parent), ("site-packages", "dist-packages", "<frozen")
+    mine = [f for f in traceback.extract_tb(err.__traceback__) if str(Path(f.filename).parent) != series
+            and not f.filename.startswith(sys.base_prefix) and not any(p in f.filename for p in libraries)]  # fmt: skip
+    if line := (mine[-1].line or "").strip() if mine else "":
         return NotYet("{call} raised {error}, at the line `{line}`", call=call, error=error, line=line)
     return NotYet("{call} raised {error}", call=call, error=error)
-
-
-def function(namespace: dict, name: str) -> Callable:
-    """The learner's function called `name`; NotYet when it is something else."""
-    found = answer(namespace, name)
-    if not callable(found):
-        raise NotYet("{name} is a {kind}, not a function: define it with def", name=name, kind=_kind(found))
-    return found
 
 
 def run(call: str, learners: Callable, *args: Any) -> Any:
@@ -252,62 +235,55 @@ def run(call: str, learners: Callable, *args: Any) -> Any:
         raise raised(err, call) from None
 
 
+def function(namespace: dict, name: str) -> Callable:
+    """The learner's function called `name`; NotYet when it is something else."""
+    found = answer(namespace, name)
+    wrong(not callable(found), "{name} is a {kind}, not a function: define it with def", name=name, kind=_kind(found))
+    return found
+
+
 def number(value: Any, name: str) -> float | int:
     """`value` as a finite Python number (a one-number tensor read out); NotYet when it is none."""
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise NotYet("{name} is {found!r}, a {kind}; it should be one number", name=name, found=value,
-                     kind=_kind(value))  # fmt: skip
-    if not math.isfinite(value):
-        raise NotYet("{name} is {found}, not a finite number: look at how your cell computes it",
-                     name=name, found=value)  # fmt: skip
+    wrong(isinstance(value, bool) or not isinstance(value, (int, float)), "{name} is {found!r}, a {kind}; it should "
+          "be one number", name=name, found=value, kind=_kind(value))  # fmt: skip
+    wrong(not math.isfinite(value), "{name} is {found}, not a finite number: look at how your cell computes it",
+          name=name, found=value)  # fmt: skip
     return value
 
 
 def count(value: Any, name: str) -> int:
     """`value` as a whole number; NotYet when it is not one."""
     value = number(value, name)
-    if not float(value).is_integer():
-        raise NotYet("{name} is {found}; it should be a whole number, a count", name=name, found=value)
+    wrong(not float(value).is_integer(), "{name} is {found}; it should be a whole number, a count", name=name,
+          found=value)  # fmt: skip
     return int(value)
 
 
-def accuracy(value: Any, name: str) -> float:
-    """An accuracy as fit and evaluate give it (a number, a one-number tensor, a result's 'val_acc'), in [0, 1]."""
+def accuracy(value: Any, name: str, trained: bool = False) -> float:
+    """An accuracy as fit and evaluate give it (a number, a one-number tensor, a result's 'val_acc'), in [0, 1];
+    `trained`: NotYet when it is about what guessing scores."""
     if isinstance(value, list) and value and isinstance(value[-1], dict):
         raise NotYet("{name} is a whole history, {epochs} epochs; keep the last epoch's accuracy: "
                      "history[-1]['val_acc']", name=name, epochs=len(value))  # fmt: skip
-    if isinstance(value, dict) and "val_acc" in value:
-        value = value["val_acc"]
-    value = number(value, name)
-    if 1 < value <= 100:
-        raise NotYet("{name} is {found}, a percentage; keep the accuracy as fit gives it, a number between 0 "
-                     "and 1", name=name, found=value)  # fmt: skip
-    if not 0 <= value <= 1:
-        raise NotYet("{name} is {found}: it should be an accuracy, a number between 0 and 1 "
-                     "(history[-1]['val_acc'])", name=name, found=value)  # fmt: skip
+    value = number(value["val_acc"] if isinstance(value, dict) and "val_acc" in value else value, name)
+    wrong(1 < value <= 100, "{name} is {found}, a percentage; keep the accuracy as fit gives it, a number between 0 "
+          "and 1", name=name, found=value)  # fmt: skip
+    wrong(not 0 <= value <= 1, "{name} is {found}: it should be an accuracy, a number between 0 and 1 "
+          "(history[-1]['val_acc'])", name=name, found=value)  # fmt: skip
+    wrong(trained and value < 0.2, "{name} is {found:.4f}, about what guessing scores (0.1): did the model train "
+          "(fit) before it was evaluated?", name=name, found=value)  # fmt: skip
     return float(value)
-
-
-def trained(value: Any, name: str) -> float:
-    """`value` as the accuracy of a model that trained: NotYet when it is about what guessing scores."""
-    value = accuracy(value, name)
-    if value < 0.2:
-        raise NotYet("{name} is {found:.4f}, about what guessing scores (0.1): did the model train (fit) before "
-                     "it was evaluated?", name=name, found=value)  # fmt: skip
-    return value
 
 
 def entries(found: Any, name: str, keys: Sequence) -> dict:
     """`found` as a dict with an entry for each of `keys`; NotYet naming the first one missing."""
-    if not isinstance(found, dict):
-        raise NotYet("{name} is a {kind}; it should be a dict with the keys {keys}", name=name, kind=_kind(found),
-                     keys=list(keys))  # fmt: skip
+    wrong(not isinstance(found, dict), "{name} is a {kind}; it should be a dict with the keys {keys}", name=name,
+          kind=_kind(found), keys=list(keys))  # fmt: skip
     for key in keys:
-        if key not in found:
-            raise NotYet("{name} has no entry for {key!r}; it needs one for each of {keys}", name=name, key=key,
-                         keys=list(keys))  # fmt: skip
+        wrong(key not in found, "{name} has no entry for {key!r}; it needs one for each of {keys}", name=name,
+              key=key, keys=list(keys))  # fmt: skip
     return found
 
 
@@ -315,10 +291,8 @@ def pair(message: str) -> Callable[[Any, str], tuple]:
     """A checker of one entry that should be a pair of numbers; `message` says what pair, when it is not one."""
 
     def checked(value: Any, name: str) -> tuple:
-        if not (isinstance(value, (tuple, list)) and len(value) == 2):
-            raise NotYet(message, name=name, found=value)
-        values = tuple(number(x, name) for x in value)
-        return tuple(int(x) if float(x).is_integer() else x for x in values)
+        wrong(not (isinstance(value, (tuple, list)) and len(value) == 2), message, name=name, found=value)
+        return tuple(int(x) if float(x).is_integer() else x for x in (number(x, name) for x in value))
 
     return checked
 
@@ -357,116 +331,84 @@ class Table:
 
 # ------------------------------------------------------------------------------------------------ 02: the data
 
-
-def _full_batches(size: int, c: SimpleNamespace) -> tuple[int, int]:
-    batches = -(-c.n // size)
-    return batches, c.n - (batches - 1) * size
-
-
 BATCHES = Table(
-    "batches",
-    (32, 128, 512),
+    "batches", (32, 128, 512),
     entry=pair("{name} is {found!r}; it should be a pair: (number of batches, size of the last batch)"),
-    expected=_full_batches,
+    expected=lambda size, c: (-(-c.n // size), c.n - (c.n - 1) // size * size),  # every batch full but the last
     context=lambda namespace: {"n": len(need(namespace, "train_set"))},
     mistakes=(
         (lambda f, c: not all(isinstance(x, int) for x in f), "{name} holds {found}; both are counts, whole numbers"),
-        (
-            lambda f, c: f[0] in (-(-(c.n + 10_000) // c.key), (c.n + 10_000) // c.key),
-            "at batch size {key} you counted from 60,000 images; the training set is the {n:,} left after the "
-            "validation split: len(train_set)",
-        ),
-        (
-            lambda f, c: f[0] == c.n // c.key,
-            "at batch size {key}, {found[0]:,} leaves out the last, smaller batch: an epoch uses every image, so "
-            "round the division up (len(DataLoader(train_set, size)) counts it for you)",
-        ),
-        (
-            lambda f, c: f[0] != c.expected[0],
-            "at batch size {key}, {found[0]:,} is not the number of batches; len(DataLoader(train_set, {key})) "
-            "gives it",
-        ),
+        (lambda f, c: f[0] in (-(-(c.n + 10_000) // c.key), (c.n + 10_000) // c.key),
+         "at batch size {key} you counted from 60,000 images; the training set is the {n:,} left after the "
+         "validation split: len(train_set)"),
+        (lambda f, c: f[0] == c.n // c.key,
+         "at batch size {key}, {found[0]:,} leaves out the last, smaller batch: an epoch uses every image, so "
+         "round the division up (len(DataLoader(train_set, size)) counts it for you)"),
+        (lambda f, c: f[0] != c.expected[0],
+         "at batch size {key}, {found[0]:,} is not the number of batches; len(DataLoader(train_set, {key})) "
+         "gives it"),
     ),
     otherwise="at batch size {key}, the last batch does not hold {found[1]:,} images: it holds what the full "
     "batches of {key} leave of the {n:,}",
-)
+)  # fmt: skip
 
 
+@exercise("02_data_loading",
+          nudge="an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
+          idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
+          "drawing the images at each size")  # fmt: skip
 def _check_batch_counts(namespace: dict) -> Said:
-    batches, _ = BATCHES(namespace)
-    listed = ", ".join(f"{size} → ({n}, {last})" for size, (n, last) in batches.items())
+    listed = ", ".join(f"{size} → ({n}, {last})" for size, (n, last) in BATCHES(namespace)[0].items())
     return Said("{listed}. Bigger batches: fewer, larger steps per epoch", listed=listed)
 
 
+@exercise("02_data_loading",
+          nudge="helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a "
+          "batch size and shuffle=True",
+          idea="load the dataset, wrap it in a shuffled DataLoader, show one batch")  # fmt: skip
 def _check_fashion_loader(namespace: dict) -> Said:
     from torch.utils.data import DataLoader, RandomSampler
 
     loader = answer(namespace, "fashion_loader")
-    if not isinstance(loader, DataLoader):
-        raise NotYet("fashion_loader is a {kind}; make it a DataLoader over Fashion-MNIST, as the lesson makes "
-                     "train_loader", kind=_kind(loader))  # fmt: skip
+    wrong(not isinstance(loader, DataLoader), "fashion_loader is a {kind}; make it a DataLoader over Fashion-MNIST, "
+          "as the lesson makes train_loader", kind=_kind(loader))  # fmt: skip
     dataset = getattr(loader.dataset, "dataset", loader.dataset)
     classes = list(getattr(dataset, "classes", []))
-    if "T-shirt/top" not in classes:
-        raise NotYet("fashion_loader's images are not Fashion-MNIST's (its classes are {classes}...); load them "
-                     "with helpers.load_fashion_mnist(DATA)", classes=classes[:3])  # fmt: skip
-    if getattr(dataset, "train", True) is False:
-        raise NotYet("fashion_loader holds Fashion-MNIST's test images; the training images are "
-                     "helpers.load_fashion_mnist(DATA)")  # fmt: skip
-    if not isinstance(loader.sampler, RandomSampler):
-        raise NotYet("fashion_loader does not shuffle: pass shuffle=True, so that each batch mixes the ten kinds "
-                     "of clothing")  # fmt: skip
+    wrong("T-shirt/top" not in classes, "fashion_loader's images are not Fashion-MNIST's (its classes are "
+          "{classes}...); load them with helpers.load_fashion_mnist(DATA)", classes=classes[:3])  # fmt: skip
+    wrong(getattr(dataset, "train", True) is False, "fashion_loader holds Fashion-MNIST's test images; the training "
+          "images are helpers.load_fashion_mnist(DATA)")  # fmt: skip
+    wrong(not isinstance(loader.sampler, RandomSampler), "fashion_loader does not shuffle: pass shuffle=True, so "
+          "that each batch mixes the ten kinds of clothing")  # fmt: skip
     return Said("a shuffled DataLoader over Fashion-MNIST's {n:,} images, batches of {size}",
                 n=len(loader.dataset), size=loader.batch_size)  # fmt: skip
 
 
-register(
-    "02_data_loading",
-    Exercise(
-        _check_batch_counts,
-        nudge="an epoch uses every image once: len(DataLoader(train_set, size)) batches, all full but the last",
-        idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
-        "drawing the images at each size",
-    ),
-    Exercise(
-        _check_fashion_loader,
-        nudge="helpers.load_fashion_mnist(DATA) returns a dataset like MNIST(...); give it to DataLoader with a batch "
-        "size and shuffle=True",
-        idea="load the dataset, wrap it in a shuffled DataLoader, show one batch",
-    ),
-)
-
-
 # ------------------------------------------------------------------------------------------------ 03: the model
 
-
 PARAMETERS = Table(
-    "parameters",
-    (16, 64, 128, 1024),
+    "parameters", (16, 64, 128, 1024),
     entry=count,
     expected=lambda h, c: 795 * h + 10,
     mistakes=(
-        (
-            lambda f, c: f == 794 * c.key,
-            "hidden {key}: {found:,} counts the weights alone; each nn.Linear(a, b) also has b biases",
-        ),
-        (
-            lambda f, c: f == 785 * c.key,
-            "hidden {key}: {found:,} is the first layer alone; add the second, nn.Linear({key}, 10)",
-        ),
-        (
-            lambda f, c: f == 25_450,
-            "hidden {key}: {found:,} is the lesson's model, with 32 hidden units; build each with its own size, "
-            "helpers.MnistModel(784, h, 10)",
-        ),
+        (lambda f, c: f == 794 * c.key,
+         "hidden {key}: {found:,} counts the weights alone; each nn.Linear(a, b) also has b biases"),
+        (lambda f, c: f == 785 * c.key,
+         "hidden {key}: {found:,} is the first layer alone; add the second, nn.Linear({key}, 10)"),
+        (lambda f, c: f == 25_450,
+         "hidden {key}: {found:,} is the lesson's model, with 32 hidden units; build each with its own size, "
+         "helpers.MnistModel(784, h, 10)"),
     ),
     otherwise="hidden {key}: {found:,} is not the model's count; add up p.numel() over model.parameters()",
-)
+)  # fmt: skip
 
 
+@exercise("03_model",
+          nudge="make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
+          "nn.Linear(a, b) has a × b weights and b biases",
+          idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10")  # fmt: skip
 def _check_parameter_counts(namespace: dict) -> Said:
-    counts, _ = PARAMETERS(namespace)
-    listed = ", ".join(f"{h} → {n:,}" for h, n in counts.items())
+    listed = ", ".join(f"{h} → {n:,}" for h, n in PARAMETERS(namespace)[0].items())
     return Said("{listed}; at every size about 99% of them are in the first layer, 784 × h weights", listed=listed)
 
 
@@ -484,24 +426,20 @@ def _scores(model: Any, images: Any, name: str) -> Any:
                 flat_works = isinstance(model(images.flatten(1)), torch.Tensor)
         except Exception:
             flat_works = False
-        if flat_works:
-            raise NotYet("{call} fails on images of shape [8, 1, 28, 28] ({error}) and works on them flattened: "
-                         "flatten them first, xb.flatten(1) or xb.view(xb.size(0), -1)", call=call,
-                         error=f"{type(err).__name__}: {err}".splitlines()[0]) from None  # fmt: skip
+        wrong(flat_works, "{call} fails on images of shape [8, 1, 28, 28] ({error}) and works on them flattened: "
+              "flatten them first, xb.flatten(1) or xb.view(xb.size(0), -1)", call=call,
+              error=f"{type(err).__name__}: {err}".splitlines()[0])  # fmt: skip
         raise raised(err, call) from None
-    if scores is None:
-        raise NotYet("{call} returns None: end forward with return, and the scores", call=call)
+    wrong(scores is None, "{call} returns None: end forward with return, and the scores", call=call)
     if isinstance(scores, (tuple, list)):
         raise NotYet("{call} returns a {kind} of {length}; return only the scores, one tensor of shape [8, 10]",
                      call=call, kind=_kind(scores), length=len(scores))  # fmt: skip
-    if not isinstance(scores, torch.Tensor):
-        raise NotYet("{call} returns a {kind}; it should return the scores, a tensor", call=call, kind=_kind(scores))
-    if list(scores.shape) != [8, 10]:
-        raise NotYet("{call} returns shape {shape} for 8 images; it should return [8, 10], ten scores per image",
-                     call=call, shape=list(scores.shape))  # fmt: skip
-    if not torch.isfinite(scores).all():
-        raise NotYet("{call} returns scores that are not finite (nan or inf): look at how forward computes them",
-                     call=call)  # fmt: skip
+    wrong(not isinstance(scores, torch.Tensor), "{call} returns a {kind}; it should return the scores, a tensor",
+          call=call, kind=_kind(scores))  # fmt: skip
+    wrong(list(scores.shape) != [8, 10], "{call} returns shape {shape} for 8 images; it should return [8, 10], ten "
+          "scores per image", call=call, shape=list(scores.shape))  # fmt: skip
+    wrong(not torch.isfinite(scores).all(), "{call} returns scores that are not finite (nan or inf): look at how "
+          "forward computes them", call=call)  # fmt: skip
     return scores
 
 
@@ -512,23 +450,20 @@ def _architecture(model: Any, name: str) -> int:
 
     if isinstance(model, type) and issubclass(model, nn.Module):
         raise NotYet("{name} is the class {cls} itself; make a model from it: {cls}()", name=name, cls=model.__name__)
-    if not isinstance(model, nn.Module):
-        raise NotYet("{name} is a {kind}, not a model: define a class that inherits nn.Module (or chain layers "
-                     "with nn.Sequential), then make one", name=name, kind=_kind(model))  # fmt: skip
+    wrong(not isinstance(model, nn.Module), "{name} is a {kind}, not a model: define a class that inherits nn.Module "
+          "(or chain layers with nn.Sequential), then make one", name=name, kind=_kind(model))  # fmt: skip
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     sizes = [(m.in_features, m.out_features) for m in linears]
-    if sizes != [(784, 64), (64, 32), (32, 10)]:
-        arrow = " → ".join(str(n) for n in [sizes[0][0], *(out for _, out in sizes)]) if sizes else "no nn.Linear"
-        raise NotYet("{name}'s linear layers go {arrow} (hidden layers: {hidden}); the exercise asks for "
-                     "784 → 64 → 32 → 10: three nn.Linear layers, each one's output size the next one's input size",
-                     name=name, arrow=arrow, hidden=max(len(sizes) - 1, 0))  # fmt: skip
+    arrow = " → ".join(str(n) for n in [sizes[0][0], *(out for _, out in sizes)]) if sizes else "no nn.Linear"
+    wrong(sizes != [(784, 64), (64, 32), (32, 10)], "{name}'s linear layers go {arrow} (hidden layers: {hidden}); the "
+          "exercise asks for 784 → 64 → 32 → 10: three nn.Linear layers, each one's output size the next one's input "
+          "size", name=name, arrow=arrow, hidden=max(len(sizes) - 1, 0))  # fmt: skip
     device = next(model.parameters()).device  # the learner's model may be on the GPU already
     images = torch.rand(8, 1, 28, 28, generator=torch.Generator().manual_seed(0)).to(device)
     a, b = _scores(model, images, name), _scores(model, images.roll(1, 0), name)
     both, zero = _scores(model, images + images.roll(1, 0), name), _scores(model, torch.zeros_like(images), name)
-    if torch.allclose(a + b - zero, both, atol=1e-5):
-        raise NotYet("{name} is linear: without a ReLU between them, three linear layers add up to one; apply "
-                     "F.relu (or nn.ReLU) to the output of each hidden layer", name=name)  # fmt: skip
+    wrong(torch.allclose(a + b - zero, both, atol=1e-5), "{name} is linear: without a ReLU between them, three linear "
+          "layers add up to one; apply F.relu (or nn.ReLU) to the output of each hidden layer", name=name)  # fmt: skip
     seen = []
     hooks = [m.register_forward_hook(lambda m, i, o: seen.append((i[0], o))) for m in linears]
     try:
@@ -537,35 +472,20 @@ def _architecture(model: Any, name: str) -> int:
         for hook in hooks:
             hook.remove()
     for n, (received, _) in enumerate(seen[1:], start=2):
-        if (received < 0).any():
-            raise NotYet("linear layer {n} receives negative values: there is no ReLU after layer {before}; apply "
-                         "F.relu (or nn.ReLU) to the output of every hidden layer", n=n, before=n - 1)  # fmt: skip
-    if (seen[-1][1] < 0).any() and not (a < 0).any():
-        raise NotYet("{name}'s scores are never negative: a ReLU after the last layer clips them; return the last "
-                     "layer's output as it is", name=name)  # fmt: skip
+        wrong((received < 0).any(), "linear layer {n} receives negative values: there is no ReLU after layer "
+              "{before}; apply F.relu (or nn.ReLU) to the output of every hidden layer", n=n, before=n - 1)  # fmt: skip
+    wrong((seen[-1][1] < 0).any() and not (a < 0).any(), "{name}'s scores are never negative: a ReLU after the last "
+          "layer clips them; return the last layer's output as it is", name=name)  # fmt: skip
     return sum(p.numel() for p in model.parameters())
 
 
+@exercise("03_model",
+          nudge="three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then "
+          "return the last one's output; then deeper = TwoHiddenLayers()",
+          idea="three linear layers, a ReLU after each of the first two")  # fmt: skip
 def _check_two_hidden_layers(namespace: dict) -> Said:
     total = _architecture(answer(namespace, "deeper"), "deeper")
     return Said("784 → 64 → 32 → 10 with a ReLU after each hidden layer, {count:,} parameters", count=total)
-
-
-register(
-    "03_model",
-    Exercise(
-        _check_parameter_counts,
-        nudge="make helpers.MnistModel(784, h, 10) for each h and add up p.numel() over its parameters(); by hand, "
-        "nn.Linear(a, b) has a × b weights and b biases",
-        idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10",
-    ),
-    Exercise(
-        _check_two_hidden_layers,
-        nudge="three nn.Linear layers, 784 → 64, 64 → 32, 32 → 10; in forward, F.relu after the first two, then return "
-        "the last one's output; then deeper = TwoHiddenLayers()",
-        idea="three linear layers, a ReLU after each of the first two",
-    ),
-)
 
 
 # ------------------------------------------------------------------------------------------------ 04: devices
@@ -583,6 +503,9 @@ def _seconds(function: Callable, device: Any) -> float:
     return time.perf_counter() - t0
 
 
+@exercise("04_device_transfer",
+          nudge="val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
+          idea="one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way")  # fmt: skip
 def _check_moved_once(namespace: dict) -> Said:
     import torch
 
@@ -590,31 +513,27 @@ def _check_moved_once(namespace: dict) -> Said:
     device, val_set = torch.device(need(namespace, "DEVICE")), need(namespace, "val_set")
     first = val_set[0][0]
     n, shape = len(val_set), [len(val_set), *first.shape]
-    if not isinstance(images, torch.Tensor):
-        raise NotYet("val_on_device is a {kind}; make it one tensor holding every validation image: "
-                     "val_images.to(DEVICE)", kind=_kind(images))  # fmt: skip
-    if list(images.shape) == [n] or not images.is_floating_point():
-        raise NotYet("val_on_device has shape {found} and holds {dtype}: those are the labels; move the images, "
-                     "val_images, of shape {shape}", found=list(images.shape), dtype=images.dtype,
-                     shape=shape)  # fmt: skip
-    if list(images.shape) != shape:
-        raise NotYet("val_on_device has shape {found}; every validation image in one tensor has shape {shape}: "
-                     "take them as one batch, next(iter(DataLoader(val_set, len(val_set))))",
-                     found=list(images.shape), shape=shape)  # fmt: skip
-    if images.device.type != device.type:
-        raise NotYet("val_on_device is on {found}; the notebook's device is {device}: move it there once, with "
-                     ".to(DEVICE)", found=images.device.type, device=device)  # fmt: skip
-    if not torch.equal(images[0].cpu(), first):
-        raise NotYet("val_on_device[0] is not the first validation image, val_set[0][0]: gather them in order, "
-                     "without shuffling")  # fmt: skip
+    wrong(not isinstance(images, torch.Tensor), "val_on_device is a {kind}; make it one tensor holding every "
+          "validation image: val_images.to(DEVICE)", kind=_kind(images))  # fmt: skip
+    found = list(images.shape)
+    wrong(found == [n] or not images.is_floating_point(), "val_on_device has shape {found} and holds {dtype}: those "
+          "are the labels; move the images, val_images, of shape {shape}", found=found, dtype=images.dtype,
+          shape=shape)  # fmt: skip
+    wrong(found != shape, "val_on_device has shape {found}; every validation image in one tensor has shape {shape}: "
+          "take them as one batch, next(iter(DataLoader(val_set, len(val_set))))", found=found,
+          shape=shape)  # fmt: skip
+    wrong(images.device.type != device.type, "val_on_device is on {found}; the notebook's device is {device}: move "
+          "it there once, with .to(DEVICE)", found=images.device.type, device=device)  # fmt: skip
+    wrong(not torch.equal(images[0].cpu(), first), "val_on_device[0] is not the first validation image, "
+          "val_set[0][0]: gather them in order, without shuffling")  # fmt: skip
     sliced = run("one_pass_sliced()", answer(namespace, "one_pass_sliced"))
     if _holds_placeholder(sliced):
         raise Unanswered("one_pass_sliced")
     per_batch = run("one_pass_per_batch()", need(namespace, "one_pass_per_batch"))
     sums = [torch.stack([torch.as_tensor(x).float().cpu() for x in sums]) for sums in (per_batch, sliced)]
-    if sums[0].shape != sums[1].shape or not torch.allclose(*sums, rtol=1e-4):
-        raise NotYet("one_pass_sliced() gives {got} batches that are not the DataLoader's {want}: slice 256 images "
-                     "at a time, val_on_device[i : i + 256]", got=len(sums[1]), want=len(sums[0]))  # fmt: skip
+    wrong(sums[0].shape != sums[1].shape or not torch.allclose(*sums, rtol=1e-4), "one_pass_sliced() gives {got} "
+          "batches that are not the DataLoader's {want}: slice 256 images at a time, val_on_device[i : i + 256]",
+          got=len(sums[1]), want=len(sums[0]))  # fmt: skip
     fields = {"n": n, "device": device, "copied": 1e3 * _seconds(namespace["one_pass_per_batch"], device)}
     fields["sliced"] = 1e3 * _seconds(namespace["one_pass_sliced"], device)
     if device.type == "cpu":
@@ -637,6 +556,10 @@ DICT_ERRORS = (
 )  # fmt: skip
 
 
+@exercise("04_device_transfer",
+          nudge="in the dict branch, return a dict whose values are moved by the same function: "
+          "{key: to_device_with_dicts(value, device) for key, value in data.items()}",
+          idea="a dict branch that calls the function on every value, so nested containers move too")  # fmt: skip
 def _check_dict_to_device(namespace: dict) -> Said:
     import torch
 
@@ -652,80 +575,62 @@ def _check_dict_to_device(namespace: dict) -> Said:
         except Exception as err:
             known = next((m for c, says, m in DICT_ERRORS if c == case and says in str(err)), None)
             raise (NotYet(known) if known else raised(err, call)) from None
-        if moved[case] is None:
-            raise NotYet("{call} returned None: does each branch of your function end with return?", call=call)
-        want = (list, tuple) if case == "a_list" else dict
-        if not isinstance(moved[case], want) and not _holds_placeholder(moved[case]):
-            raise NotYet("{call} returned a {kind}; it should build a {want}", call=call, kind=_kind(moved[case]),
-                         want="list" if case == "a_list" else "dict")  # fmt: skip
+        wrong(moved[case] is None, "{call} returned None: does each branch of your function end with return?",
+              call=call)  # fmt: skip
+        listed = case == "a_list"
+        wrong(not isinstance(moved[case], (list, tuple) if listed else dict) and not _holds_placeholder(moved[case]),
+              "{call} returned a {kind}; it should build a {want}", call=call, kind=_kind(moved[case]),
+              want="list" if listed else "dict")  # fmt: skip
     if _holds_placeholder(list(moved.values())):  # the exercise cell's outline, its ____ not yet replaced
         raise Unanswered("to_device_with_dicts")
-    if set(moved["a_dict"]) != {"images", "labels"}:
-        raise NotYet("the dict came back with the keys {keys}: keep each key with its moved value",
-                     keys=sorted(moved["a_dict"]))  # fmt: skip
-    if any(getattr(v, "device", None) != meta for v in moved["a_dict"].values()):
-        raise NotYet("the dict came back with its tensors where they were: move each value, by calling your "
-                     "function on it")  # fmt: skip
-    if not all(getattr(t, "device", None) == meta for t in moved["a_list"]):
-        raise NotYet("dicts work now, but lists no longer do: keep the lesson's branch for lists and tuples")
+    wrong(set(moved["a_dict"]) != {"images", "labels"}, "the dict came back with the keys {keys}: keep each key with "
+          "its moved value", keys=sorted(moved["a_dict"]))  # fmt: skip
+    wrong(any(getattr(v, "device", None) != meta for v in moved["a_dict"].values()), "the dict came back with its "
+          "tensors where they were: move each value, by calling your function on it")  # fmt: skip
+    wrong(not all(getattr(t, "device", None) == meta for t in moved["a_list"]), "dicts work now, but lists no longer "
+          "do: keep the lesson's branch for lists and tuples")  # fmt: skip
     inner = moved["a_dict_of_lists"].get("x")
-    if not (isinstance(inner, (list, tuple)) and inner and getattr(inner[0], "device", None) == meta):
-        raise NotYet("a dict whose values are lists comes back with {found!r} for its list: call your function on "
-                     "each value, so that it recurses", found=inner)  # fmt: skip
+    wrong(not (isinstance(inner, (list, tuple)) and inner and getattr(inner[0], "device", None) == meta), "a dict "
+          "whose values are lists comes back with {found!r} for its list: call your function on each value, so that "
+          "it recurses", found=inner)  # fmt: skip
     return Said("dicts, lists and dicts of lists all move, key by key")
-
-
-register(
-    "04_device_transfer",
-    Exercise(
-        _check_moved_once,
-        nudge="val_images.to(DEVICE) makes the one copy; a batch is then a slice, val_on_device[i : i + 256]",
-        idea="one copy of 10,000 images instead of 40 copies of 256; the check times a pass each way",
-    ),
-    Exercise(
-        _check_dict_to_device,
-        nudge="in the dict branch, return a dict whose values are moved by the same function: "
-        "{key: to_device_with_dicts(value, device) for key, value in data.items()}",
-        idea="a dict branch that calls the function on every value, so nested containers move too",
-    ),
-)
 
 
 # ------------------------------------------------------------------------------------------------ 05: training
 
 
-def _accuracies(namespace: dict, name: str, keys: Sequence, check: Callable = accuracy) -> dict:
-    """The learner's dict `name` of accuracies, one for each of `keys`, each checked with `check`."""
-    found = entries(answer(namespace, name), name, keys)
-    return {key: check(found[key], f"{name}[{key!r}]") for key in keys}
-
-
+@exercise("05_training",
+          nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and "
+          "returns its history: keep its last val_acc; best = max(results, key=results.get)",
+          idea="six fresh models, the same epochs each; compare the accuracies at each batch size")  # fmt: skip
 def _check_batch_and_lr(namespace: dict) -> Said:
-    accs = _accuracies(namespace, "results", [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)])
-    if all(accs[(size, 0.05)] == accs[(size, 0.5)] for size in (32, 128, 512)):
-        raise NotYet("at each batch size both learning rates scored the same: give each run its own rate, "
-                     "[(exercise_epochs, lr)]")  # fmt: skip
-    if all(accs[(32, lr)] == accs[(128, lr)] == accs[(512, lr)] for lr in (0.05, 0.5)):
-        raise NotYet("at each learning rate the three batch sizes scored the same: give each run its own batch "
-                     "size, train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set)")  # fmt: skip
+    keys = [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)]
+    found = entries(answer(namespace, "results"), "results", keys)
+    accs = {key: accuracy(found[key], f"results[{key!r}]") for key in keys}
+    wrong(all(accs[(size, 0.05)] == accs[(size, 0.5)] for size in (32, 128, 512)), "at each batch size both learning "
+          "rates scored the same: give each run its own rate, [(exercise_epochs, lr)]")  # fmt: skip
+    wrong(all(accs[(32, lr)] == accs[(128, lr)] == accs[(512, lr)] for lr in (0.05, 0.5)), "at each learning rate "
+          "the three batch sizes scored the same: give each run its own batch size, train_on_device(model_fn, "
+          "[(exercise_epochs, lr)], size, exercise_set)")  # fmt: skip
     best, top, worst = answer(namespace, "best"), max(accs, key=accs.get), min(accs, key=accs.get)
-    if not isinstance(best, (tuple, list)) or tuple(best) != top:
-        raise NotYet("best is {found!r}, but your results say {top} did best ({acc:.4f}): best = max(results, "
-                     "key=results.get)", found=best, top=top, acc=accs[top])  # fmt: skip
+    wrong(not isinstance(best, (tuple, list)) or tuple(best) != top, "best is {found!r}, but your results say {top} "
+          "did best ({acc:.4f}): best = max(results, key=results.get)", found=best, top=top, acc=accs[top])  # fmt: skip
     return Said("batch {top[0]} at lr {top[1]} did best ({best:.4f}), batch {worst[0]} at lr {worst[1]} worst "
                 "({least:.4f}): smaller batches take more steps per epoch, a larger rate bigger ones", top=top,
                 best=accs[top], worst=worst, least=accs[worst])  # fmt: skip
 
 
+@exercise("05_training",
+          nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], "
+          "data=exercise_set) trains a model with h hidden units; keep its last val_acc",
+          idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little "
+          "accuracy")  # fmt: skip
 def _check_hidden_sizes(namespace: dict) -> Said:
-    accs = _accuracies(namespace, "hidden_results", [16, 64, 128], trained)
-    accs |= {h: trained(a, f"hidden_results[{h}]") for h, a in answer(namespace, "hidden_results").items()}
-    accs = dict(sorted(accs.items()))
-    if len(set(accs.values())) == 1:
-        raise NotYet("every hidden size scored {acc:.4f}, as if all were one model: build each with its own size, "
-                     "helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
-    sizes = list(accs)
-    per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(sizes, sizes[1:])]
+    found = entries(answer(namespace, "hidden_results"), "hidden_results", [16, 64, 128])
+    accs = {h: accuracy(found[h], f"hidden_results[{h}]", trained=True) for h in sorted(found)}  # 32 too, if there
+    wrong(len(set(accs.values())) == 1, "every hidden size scored {acc:.4f}, as if all were one model: build each "
+          "with its own size, helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
+    per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(accs, list(accs)[1:])]
     listed = ", ".join(f"{h} → {a:.4f}" for h, a in accs.items())
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
         return Said("{listed}; each doubling gains less than the one before", listed=listed)
@@ -734,52 +639,36 @@ def _check_hidden_sizes(namespace: dict) -> Said:
                 gains=", ".join(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
 
 
+@exercise("05_training",
+          nudge="make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); "
+          "train_on_device calls it for a fresh model: train_on_device(make_deeper, [(exercise_epochs, 0.5)], "
+          "data=exercise_set)",
+          idea="a model of three linear layers with ReLUs between, trained like the lesson's")  # fmt: skip
 def _check_deeper_trained(namespace: dict) -> Said:
-    make = function(namespace, "make_deeper")
-    model = run("make_deeper()", make)
+    model = run("make_deeper()", function(namespace, "make_deeper"))
     if _holds_placeholder(model):
         raise Unanswered("make_deeper")
     _architecture(model, "make_deeper()")
     history = answer(namespace, "deeper_history")
-    if not (isinstance(history, list) and history and isinstance(history[-1], dict)):
-        raise NotYet("deeper_history is {found!r}; it should be the history train_on_device returns, a list "
-                     "with a dict per epoch", found=history)  # fmt: skip
-    acc = trained(history[-1], "deeper_history[-1]['val_acc']")
+    wrong(not (isinstance(history, list) and history and isinstance(history[-1], dict)), "deeper_history is "
+          "{found!r}; it should be the history train_on_device returns, a list with a dict per epoch",
+          found=history)  # fmt: skip
+    acc = accuracy(history[-1], "deeper_history[-1]['val_acc']", trained=True)
     return Said("784 → 64 → 32 → 10 trained to {acc:.4f} validation accuracy in {epochs} epochs", acc=acc,
                 epochs=len(history))  # fmt: skip
-
-
-register(
-    "05_training",
-    Exercise(
-        _check_batch_and_lr,
-        nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and returns "
-        "its history: keep its last val_acc; best = max(results, key=results.get)",
-        idea="six fresh models, the same epochs each; compare the accuracies at each batch size",
-    ),
-    Exercise(
-        _check_hidden_sizes,
-        nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], data=exercise_set) "
-        "trains a model with h hidden units; keep its last val_acc",
-        idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little accuracy",
-    ),
-    Exercise(
-        _check_deeper_trained,
-        nudge="make_deeper returns nn.Sequential(nn.Flatten(), nn.Linear(784, 64), nn.ReLU(), ...); train_on_device "
-        "calls it for a fresh model: train_on_device(make_deeper, [(exercise_epochs, 0.5)], data=exercise_set)",
-        idea="a model of three linear layers with ReLUs between, trained like the lesson's",
-    ),
-)
 
 
 # ------------------------------------------------------------------------------------------------ 06-08
 
 
+@exercise("06_plots",
+          nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
+          "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
+          idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits")  # fmt: skip
 def _check_fashion_accuracy(namespace: dict) -> Said:
-    acc = trained(answer(namespace, "fashion_test_acc"), "fashion_test_acc")
-    if acc > 0.94:
-        raise NotYet("fashion_test_acc is {found:.4f}, what the model scores on MNIST's digits: evaluate it on "
-                     "Fashion-MNIST's test set, test_fast", found=acc)  # fmt: skip
+    acc = accuracy(answer(namespace, "fashion_test_acc"), "fashion_test_acc", trained=True)
+    wrong(acc > 0.94, "fashion_test_acc is {found:.4f}, what the model scores on MNIST's digits: evaluate it on "
+          "Fashion-MNIST's test set, test_fast", found=acc)  # fmt: skip
     return Said("{acc:.4f} on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
                 acc=acc)  # fmt: skip
 
@@ -792,46 +681,37 @@ def _sure(namespace: dict) -> dict:
 
 
 SURE = Table(
-    "answered",
-    (0.5, 0.9, 0.99),
+    "answered", (0.5, 0.9, 0.99),
     entry=pair("{name} is {found!r}; it should be a pair of counts: (images answered, how many of them right)"),
     expected=lambda t, c: (int((c.confidence >= t).sum()), int((c.right & (c.confidence >= t)).sum())),
     context=_sure,
     mistakes=(
-        (
-            lambda f, c: any(isinstance(x, float) and 0 < x < 1 for x in f),
-            "{name} holds {found!r}: a share, not a count; count the images with .sum(), not .mean()",
-        ),
+        (lambda f, c: any(isinstance(x, float) and 0 < x < 1 for x in f),
+         "{name} holds {found!r}: a share, not a count; count the images with .sum(), not .mean()"),
         (lambda f, c: not all(isinstance(x, int) for x in f), "{name} holds {found}; both are counts, whole numbers"),
-        (
-            lambda f, c: f == c.expected[::-1],
-            "at {key}, the two numbers are swapped: first the images answered ({expected[0]:,}), then how many of "
-            "them are right ({expected[1]:,})",
-        ),
-        (
-            lambda f, c: f[0] == len(c.confidence) - c.expected[0],
-            "at {key}, {found[0]:,} counts the images below the threshold; keep those with confidence >= {key}",
-        ),
-        (
-            lambda f, c: f[0] != c.expected[0],
-            "at {key}, the model answers {expected[0]:,} images, not {found[0]:,}: the confidence is the largest "
-            'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold',
-        ),
-        (
-            lambda f, c: f[1] == c.all_right,
-            "at {key}, {found[1]:,} counts the right answers among all the test images; count them among the images "
-            "the model is sure of: (right & sure).sum()",
-        ),
-        (
-            lambda f, c: f[1] == c.expected[0] - c.expected[1],
-            "at {key}, {found[1]:,} counts the wrong answers among the sure ones; count the right ones: "
-            "(right & sure).sum()",
-        ),
+        (lambda f, c: f == c.expected[::-1],
+         "at {key}, the two numbers are swapped: first the images answered ({expected[0]:,}), then how many of "
+         "them are right ({expected[1]:,})"),
+        (lambda f, c: f[0] == len(c.confidence) - c.expected[0],
+         "at {key}, {found[0]:,} counts the images below the threshold; keep those with confidence >= {key}"),
+        (lambda f, c: f[0] != c.expected[0],
+         "at {key}, the model answers {expected[0]:,} images, not {found[0]:,}: the confidence is the largest "
+         'probability, predictions["probs"].max(dim=1).values, and an image counts when it is >= the threshold'),
+        (lambda f, c: f[1] == c.all_right,
+         "at {key}, {found[1]:,} counts the right answers among all the test images; count them among the images "
+         "the model is sure of: (right & sure).sum()"),
+        (lambda f, c: f[1] == c.expected[0] - c.expected[1],
+         "at {key}, {found[1]:,} counts the wrong answers among the sure ones; count the right ones: "
+         "(right & sure).sum()"),
     ),
     otherwise="at {key}, {found[1]:,} is not how many of the {expected[0]:,} sure answers are right",
-)
+)  # fmt: skip
 
 
+@exercise("07_error_analysis",
+          nudge="sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() "
+          "the right ones",
+          idea="the more sure the model, the fewer images it answers and the more of them it gets right")  # fmt: skip
 def _check_sure_answers(namespace: dict) -> Said:
     answered, context = SURE(namespace)
     n, r = answered[0.99]
@@ -839,130 +719,80 @@ def _check_sure_answers(namespace: dict) -> Said:
                 "would go to a person", share=n / len(context.confidence), right=r / max(n, 1))  # fmt: skip
 
 
+@exercise("08_checkpoints",
+          nudge="a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the "
+          "first part; helpers.load_checkpoint and helpers.evaluate the second",
+          idea="the checkpoint holds everything needed to resume; the restored weights score what was "
+          "recorded")  # fmt: skip
 def _check_inside_a_checkpoint(namespace: dict) -> Said:
     import torch
 
     path = need(namespace, "demo") / "run.ckpt"
-    if not path.is_file():
-        raise NotYet("{path} is not there yet: run the demo's cells above, which train and save it", path=path)
+    wrong(not path.is_file(), "{path} is not there yet: run the demo's cells above, which train and save it", path=path)
     state = torch.load(path, weights_only=True)
-    completed = count(answer(namespace, "completed"), "completed")
-    if completed == len(state) != state["epoch"]:
-        raise NotYet("{found} is the number of keys in the checkpoint; the completed epochs are under the key "
-                     "'epoch' (or count the history)", found=completed)  # fmt: skip
-    if completed != state["epoch"]:
-        raise NotYet("completed is {found}, but the checkpoint holds {epochs} completed epochs: state['epoch']",
-                     found=completed, epochs=state["epoch"])  # fmt: skip
+    completed, epochs = count(answer(namespace, "completed"), "completed"), state["epoch"]
+    wrong(completed == len(state) != epochs, "{found} is the number of keys in the checkpoint; the completed epochs "
+          "are under the key 'epoch' (or count the history)", found=completed)  # fmt: skip
+    wrong(completed != epochs, "completed is {found}, but the checkpoint holds {epochs} completed epochs: "
+          "state['epoch']", found=completed, epochs=epochs)  # fmt: skip
     score, last = accuracy(answer(namespace, "restored_score"), "restored_score"), state["history"][-1]["val_acc"]
-    if score < 0.2:
-        raise NotYet("restored_score is {found:.4f}, what an untrained model scores: load the checkpoint into the "
-                     'fresh model, helpers.load_checkpoint(demo / "run.ckpt", restored), before you evaluate it',
-                     found=score)  # fmt: skip
-    if abs(score - last) > 1e-4:
-        raise NotYet("restored_score is {found:.4f} where the history's last epoch says {last:.4f}: load the "
-                     "checkpoint into the model with helpers.load_checkpoint, then evaluate on the same validation "
-                     "loader, val_fast", found=score, last=last)  # fmt: skip
+    wrong(score < 0.2, "restored_score is {found:.4f}, what an untrained model scores: load the checkpoint into the "
+          'fresh model, helpers.load_checkpoint(demo / "run.ckpt", restored), before you evaluate it',
+          found=score)  # fmt: skip
+    wrong(abs(score - last) > 1e-4, "restored_score is {found:.4f} where the history's last epoch says {last:.4f}: "
+          "load the checkpoint into the model with helpers.load_checkpoint, then evaluate on the same validation "
+          "loader, val_fast", found=score, last=last)  # fmt: skip
     return Said("{completed} completed epochs, and the restored model scores {score:.4f}, what the last one recorded",
                 completed=completed, score=score)  # fmt: skip
 
 
-register(
-    "06_plots",
-    Exercise(
-        _check_fashion_accuracy,
-        nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
-        "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
-        idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits",
-    ),
-)
-register(
-    "07_error_analysis",
-    Exercise(
-        _check_sure_answers,
-        nudge="sure = confidence >= threshold picks the images; sure.sum() counts them, and (right & sure).sum() the "
-        "right ones",
-        idea="the more sure the model, the fewer images it answers and the more of them it gets right",
-    ),
-)
-register(
-    "08_checkpoints",
-    Exercise(
-        _check_inside_a_checkpoint,
-        nudge="a checkpoint is a dict: print(list(state)) shows its keys, and 'epoch' and 'history' answer the first "
-        "part; helpers.load_checkpoint and helpers.evaluate the second",
-        idea="the checkpoint holds everything needed to resume; the restored weights score what was recorded",
-    ),
-)
-
-
 # ------------------------------------------------------------------------------------------------ 09-11: speed
 
+exercise("09_cpu_vs_gpu",
+         nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
+         "each epoch of fit's history has its 'train_s'",
+         idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and "
+         "its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU "
+         "pulls ahead")(None)  # fmt: skip
 
+
+@exercise("10_many_gpus",
+          nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights "
+          "with max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
+          idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not "
+          "divide 128, and helpers_ddp refuses before training")  # fmt: skip
 def _check_processes(namespace: dict) -> Said:
     difference = number(answer(namespace, "four_difference"), "four_difference")
-    if difference < 0:
-        raise NotYet("four_difference is {found}; a difference of weights is never negative: take the largest "
-                     "absolute one, with max_difference", found=difference)  # fmt: skip
-    if difference > 1e-4:
-        raise NotYet("four_difference is {found!r}; 4 processes should end within rounding (about 1e-6) of 1 "
-                     "process: compare the weights of the same dry run, four.pt against one.pt",
-                     found=difference)  # fmt: skip
+    wrong(difference < 0, "four_difference is {found}; a difference of weights is never negative: take the largest "
+          "absolute one, with max_difference", found=difference)  # fmt: skip
+    wrong(difference > 1e-4, "four_difference is {found!r}; 4 processes should end within rounding (about 1e-6) of 1 "
+          "process: compare the weights of the same dry run, four.pt against one.pt", found=difference)  # fmt: skip
     code = answer(namespace, "three_exit_code")
-    if hasattr(code, "returncode"):
-        raise NotYet("three_exit_code is the whole finished run; keep only its exit code: .returncode")
-    if isinstance(code, bool) or not isinstance(code, int):
-        raise NotYet("three_exit_code is {found!r}; it should be the whole number a command ends with: "
-                     "subprocess.run(...).returncode", found=code)  # fmt: skip
-    if code == 0:
-        raise NotYet("three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of "
-                     "the run with --nproc_per_node=3")  # fmt: skip
+    wrong(hasattr(code, "returncode"), "three_exit_code is the whole finished run; keep only its exit code: "
+          ".returncode")  # fmt: skip
+    wrong(isinstance(code, bool) or not isinstance(code, int), "three_exit_code is {found!r}; it should be the whole "
+          "number a command ends with: subprocess.run(...).returncode", found=code)  # fmt: skip
+    wrong(code == 0, "three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the "
+          "run with --nproc_per_node=3")  # fmt: skip
     return Said("4 processes end {difference:.1e} from 1, and 3 stop with exit code {code}, as 128 does not split 3 "
                 "ways", difference=difference, code=code)  # fmt: skip
 
 
+@exercise("11_gpu_speed",
+          nudge="model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
+          "helpers.fit(exercise_epochs, 0.5, model, train, val, opt_func) and the same at 0.1; "
+          "helpers.evaluate(model, test)['val_acc']",
+          idea="the same schedule with and without autocast: the test accuracies differ by a fraction of a point, "
+          "no more than a change of seed moves them (notebook 06)")  # fmt: skip
 def _check_mixed_precision(namespace: dict) -> Said:
     results = answer(namespace, "results")
     low = [k for k in ("bfloat16", "float16") if k in results] if isinstance(results, dict) else []
     entries(results, "results", ["float32", *low[:1]])
-    if not low:
-        raise NotYet("results has {keys}; add 'bfloat16' (or 'float16' on a GPU without native bfloat16): the same "
-                     "training under helpers_speed.mixed_precision", keys=sorted(results))  # fmt: skip
+    wrong(not low, "results has {keys}; add 'bfloat16' (or 'float16' on a GPU without native bfloat16): the same "
+          "training under helpers_speed.mixed_precision", keys=sorted(results))  # fmt: skip
     for key in ("float32", low[0]):
-        if isinstance(results[key], dict) and "test_acc" in results[key]:
-            raise NotYet("results[{key!r}] is a whole run; keep only its test accuracy: run['test_acc']", key=key)
-    full, half = (trained(results[key], f"results[{key!r}]") for key in ("float32", low[0]))
+        wrong(isinstance(results[key], dict) and "test_acc" in results[key], "results[{key!r}] is a whole run; keep "
+              "only its test accuracy: run['test_acc']", key=key)  # fmt: skip
+    full, half = (accuracy(results[key], f"results[{key!r}]", trained=True) for key in ("float32", low[0]))
     return Said("float32 {full:.4f}, {amp} {half:.4f}: {apart:.2f} points apart", full=full, amp=low[0], half=half,
                 apart=abs(full - half) * 100)  # fmt: skip
-
-
-register(
-    "09_cpu_vs_gpu",
-    Exercise(
-        None,
-        nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
-        "each epoch of fit's history has its 'train_s'",
-        idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and its "
-        "time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU pulls ahead",
-    ),
-)
-register(
-    "10_many_gpus",
-    Exercise(
-        _check_processes,
-        nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights with "
-        "max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
-        idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not divide "
-        "128, and helpers_ddp refuses before training",
-    ),
-)
-register(
-    "11_gpu_speed",
-    Exercise(
-        _check_mixed_precision,
-        nudge="model, opt_func = helpers_speed.mixed_precision(model, amp); then, as the lesson, "
-        "helpers.fit(exercise_epochs, 0.5, model, train, val, opt_func) and the same at 0.1; "
-        "helpers.evaluate(model, test)['val_acc']",
-        idea="the same schedule with and without autocast: the test accuracies differ by a fraction of a point, no "
-        "more than a change of seed moves them (notebook 06)",
-    ),
-)

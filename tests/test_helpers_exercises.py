@@ -938,6 +938,7 @@ def _templates() -> list[str]:
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", None))
             texts += [node.args[0]] if name in ("NotYet", "Said", "pair") and node.args else []
+            texts += [node.args[1]] if name == "wrong" and len(node.args) > 1 else []  # wrong(mistake, template)
             texts += [kw.value for kw in node.keywords if kw.arg in ("nudge", "idea")]
             texts += [kw.value for kw in node.keywords if kw.arg == "otherwise"]
             texts += [row.elts[1] for kw in node.keywords if kw.arg == "mistakes" for row in kw.value.elts]
