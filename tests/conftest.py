@@ -107,3 +107,31 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if item.get_closest_marker("cuda"):
             item.add_marker(skip)
+
+
+def chromium(user_data: Path, width: int, console: bool = False):
+    """Headless Chromium through chromedriver (yielded, quit after); a skip that says why it cannot start.
+
+    `console` keeps the browser console's messages for `get_log("browser")`. The site and JupyterLab tests use it.
+    """
+    from selenium import webdriver
+    from selenium.common.exceptions import WebDriverException
+
+    browser = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
+    driver = shutil.which("chromedriver")
+    if not (browser and driver):
+        pytest.skip(f"no Chromium ({browser}) or chromedriver ({driver}): apt-get install chromium chromium-driver")
+    options = webdriver.ChromeOptions()
+    options.binary_location = browser
+    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},1600"]:
+        options.add_argument(arg)
+    options.add_argument(f"--user-data-dir={user_data}")
+    if console:
+        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    try:
+        chrome = webdriver.Chrome(options, webdriver.ChromeService(driver))
+    except WebDriverException as err:
+        pytest.skip(f"Chromium does not start through {driver}: {err.msg}")
+    chrome.set_script_timeout(60)
+    yield chrome
+    chrome.quit()

@@ -29,7 +29,7 @@ TIMEOUT_S = 900  # per notebook; 08 took 15-90 s here on 2 busy cores (and 158 s
 if os.environ.get("BROWSER_TEST") != "1":
     pytest.skip("JupyterLab in Chromium: `make browser-test` runs it", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements-dev.txt has it)")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
+from conftest import chromium  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 # Scripts run in the page, after PANEL: `nb` is the notebook panel open on `path`, through the app JupyterLab exposes.
@@ -54,23 +54,8 @@ nb.content.scrollToItem(i, 'start').then(() => new Promise(done => setTimeout(do
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    """Headless Chromium through chromedriver; a skip that says why where either is missing or does not start."""
-    chromium = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
-    driver = shutil.which("chromedriver")
-    if not (chromium and driver):
-        pytest.skip(f"no Chromium ({chromium}) or chromedriver ({driver}): apt-get install chromium chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1600"]:
-        options.add_argument(arg)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
-    try:
-        chrome = webdriver.Chrome(options, webdriver.ChromeService(driver))
-    except WebDriverException as err:
-        pytest.skip(f"Chromium does not start through {driver}: {err.msg}")
-    chrome.set_script_timeout(60)
-    yield chrome
-    chrome.quit()
+    """Headless Chromium; a skip that says why where it is missing or does not start."""
+    yield from chromium(tmp_path_factory.mktemp("chromium"), width=1400)
 
 
 @pytest.fixture(scope="module")

@@ -37,13 +37,15 @@ NAMES = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 PAGES = ["index", *NAMES]
 # Each edition: its folder in the site, its notebooks, its <html lang>.
 EDITIONS = {"en": ("", REPO / "notebooks", "en"), "zh": ("zh/", REPO / "notebooks" / "zh", "zh-CN")}
-REMOVED = {"setup", "parameters", "machinery"}  # tags of the cells no page shows
+REMOVED = {"parameters", "machinery"}  # tags of the cells no page shows
+CODE_HIDDEN = {"setup"}  # tags of the cells whose code no page shows (what they print stays)
+TABLE_RULE = re.compile(r"^\|(?: *:?-+:? *\|)+$", re.MULTILINE)  # a Markdown table's |---|---| line
 SHORTEST = 12  # characters: a shorter line of a hidden cell may well be on the page for another reason
 
 if os.environ.get("SITE_TEST") != "1":
     pytest.skip("the website in Chromium: `make site-test` runs it", allow_module_level=True)
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed (requirements-dev.txt has it)")
-from selenium.common.exceptions import WebDriverException  # noqa: E402
+from conftest import chromium  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
 
 # What a page shows, once its images and fonts have loaded (an async script: the last argument is its callback).
@@ -120,24 +122,8 @@ def base(site) -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
-    """Headless Chromium through chromedriver, keeping the console's messages; a skip that says why it cannot."""
-    chromium = next(filter(None, map(shutil.which, ["chromium", "chromium-browser", "google-chrome"])), None)
-    driver = shutil.which("chromedriver")
-    if not (chromium and driver):
-        pytest.skip(f"no Chromium ({chromium}) or chromedriver ({driver}): apt-get install chromium chromium-driver")
-    options = webdriver.ChromeOptions()
-    options.binary_location = chromium
-    for arg in ["--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1280,1600"]:
-        options.add_argument(arg)
-    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium')}")
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    try:
-        chrome = webdriver.Chrome(options, webdriver.ChromeService(driver))
-    except WebDriverException as err:
-        pytest.skip(f"Chromium does not start through {driver}: {err.msg}")
-    chrome.set_script_timeout(60)
-    yield chrome
-    chrome.quit()
+    """Headless Chromium, keeping the console's messages; a skip that says why it cannot."""
+    yield from chromium(tmp_path_factory.mktemp("chromium"), width=1280, console=True)
 
 
 @functools.cache
@@ -174,6 +160,19 @@ def _outputs(cell: dict) -> str:
     return "\n".join(t if isinstance(t, str) else "".join(t) for t in texts)
 
 
+def _table_sources(notebook: Path) -> str:
+    """The notebook's Markdown, from its Markdown cells and its Markdown outputs (the benchmarks' tables)."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    texts = ["".join(c["source"]) for c in cells if c["cell_type"] == "markdown"]
+    texts += [
+        "".join(o["data"]["text/markdown"])
+        for c in cells
+        for o in c.get("outputs", [])
+        if "text/markdown" in o.get("data", {})
+    ]
+    return "\n".join(texts)
+
+
 def _folded_code(cell: dict) -> str:
     """The code of a solution: a code cell's, less Colab's title line (the fold shows it), or a Markdown cell's
     ```python blocks (inside its <details>)."""
@@ -191,12 +190,14 @@ def hidden_lines(notebook: Path) -> dict[str, list[str]]:
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     tags = [set(cell["metadata"].get("tags", [])) for cell in cells]
     removed = [i for i, t in enumerate(tags) if REMOVED & t]
+    code_hidden = [i for i, t in enumerate(tags) if CODE_HIDDEN & t]
     solutions = [i for i, t in enumerate(tags) if "solution" in t and i not in removed]
     shown = [i for i in range(len(cells)) if i not in removed + solutions]
     source = lambda i: "".join(cells[i]["source"])
     both = lambda i: source(i) + "\n" + _outputs(cells[i])
+    visible = lambda i: _outputs(cells[i]) if i in code_hidden else both(i)
     found = {  # kind: (its text, the text that the page may show where that kind is looked for)
-        "removed": (map(both, removed), map(both, shown + solutions)),
+        "removed": ([*map(both, removed), *map(source, code_hidden)], map(visible, shown + solutions)),
         "answers": ([_outputs(cells[i]) for i in solutions], [*map(source, solutions), *map(both, shown)]),
         "folded": ([_folded_code(cells[i]) for i in solutions], map(both, shown)),
     }
@@ -263,6 +264,9 @@ def notebook_problems(browser, base: str, lang: str, name: str, seen: dict) -> l
     hidden = hidden_lines(notebook)
     shown, text = _words(seen["shown"]), _words(seen["text"])
     problems += [f"set-up or parameters on the page: {line!r}" for line in hidden["removed"] if line in text]
+    tables = len(TABLE_RULE.findall(_table_sources(notebook)))
+    if fetch(f"{base}{EDITIONS[lang][0]}{name}.html")[1].decode().count("<table") < tables:
+        problems.append(f"fewer tables on the page than the notebook's {tables} (a Markdown table left as text)")
     problems += [f"a solution's answer on the page: {line!r}" for line in hidden["answers"] if line in text]
     problems += [f"a solution shown without a click: {line!r}" for line in hidden["folded"] if line in shown]
     unfolded = _words(browser.execute_script(UNFOLD))

@@ -22,6 +22,7 @@ templates_path = ["_templates"]
 
 nb_execution_mode = "off"  # the committed outputs, as they are
 nb_merge_streams = True  # one block for a cell's printed lines, as Jupyter shows them
+nb_render_markdown_format = "gfm"  # Markdown outputs (the benchmarks' tables) with tables, as Jupyter shows them
 nb_ipywidgets_js = {}  # widget outputs would load their scripts from a CDN; the series saves none
 
 html_theme = "sphinx_book_theme"

@@ -33,7 +33,8 @@ SITE = REPO / "site"
 WORK = REPO / "runs" / "site-build"
 BADGE_URL = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE = "colab-badge.svg"  # the site's own drawing of that badge (website/colab-badge.svg)
-REMOVED = {"setup", "parameters", "machinery", "nav", "injected-parameters"}  # tags of cells no page shows
+REMOVED = {"parameters", "machinery", "nav", "injected-parameters"}  # tags of cells no page shows
+OUTPUT_ONLY = {"setup"}  # a page shows what the set-up cell printed (the device, the data), not its code
 ADVANCED_FROM = 7  # the README: "Notebooks 07 to 11 are advanced"
 TITLE = re.compile(r"^# @title (?P<title>.*?)(?:\s*\{[^}]*\})?\s*$")  # Colab's title line of a folded cell
 LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
@@ -161,9 +162,10 @@ def going_further_ids(english: nbformat.NotebookNode) -> set[str]:
 def page_notebook(path: Path, edition: Edition, english: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
 
-    setup, parameters, machinery and nav cells go; a solution's code is folded and its outputs (the answer) go; a
-    recap's code is folded; a Markdown solution (<details>) stays as written, closed, with the class `solution`. The
-    heading of "Going further" gets the label `going-further-<number>`, which conf.py makes a class of its section.
+    parameters, machinery and nav cells go; the set-up cell's code goes and what it printed stays; a solution's
+    code is folded and its outputs (the answer) go; a recap's code is folded; a Markdown solution (<details>) stays
+    as written, closed, with the class `solution`. The heading of "Going further" gets the label
+    `going-further-<number>`, which conf.py makes a class of its section.
     """
     nb = copy.deepcopy(nbformat.read(path, as_version=4))
     further = going_further_ids(english)
@@ -171,6 +173,8 @@ def page_notebook(path: Path, edition: Edition, english: nbformat.NotebookNode) 
         tags = list(cell.metadata.get("tags", []))
         if REMOVED & set(tags):
             tags.append("remove-cell")
+        elif OUTPUT_ONLY & set(tags):
+            tags.append("remove-input")
         elif cell.cell_type == "code" and {"solution", "recap"} & set(tags):
             tags += ["hide-input", "remove-output"] if "solution" in tags else ["hide-input"]
             title = folded_title(cell)
