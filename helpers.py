@@ -1101,9 +1101,13 @@ def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -
 
 
 def show_mistakes(
-    dataset: Dataset, predictions: dict[str, torch.Tensor], indices: Sequence[int] | None = None, ncols: int = 8
+    dataset: Dataset,
+    predictions: dict[str, torch.Tensor],
+    indices: Sequence[int] | None = None,
+    ncols: int = 8,
+    title: str = "Misclassified",
 ):
-    """A grid of misclassified images titled 'true / predicted'; return the Figure (notebook 07)."""
+    """A grid of misclassified images, each titled 'true / predicted (confidence)'; return the Figure (notebook 07)."""
     if indices is None:
         indices = (predictions["preds"] != predictions["labels"]).nonzero().flatten()[:32]
     indices = [int(i) for i in indices]
@@ -1119,7 +1123,7 @@ def show_mistakes(
         ax.imshow(image.squeeze(0).numpy(), cmap="gray")
         p = predictions["probs"][i, predictions["preds"][i]]
         ax.set_title(f"{int(predictions['labels'][i])} / {int(predictions['preds'][i])} ({p:.0%})", fontsize=9)
-    fig.suptitle("Misclassified: true / predicted (confidence)")
+    fig.suptitle(f"{title}: true / predicted (confidence)")
     fig.tight_layout()
     return fig
 

@@ -226,7 +226,7 @@ RIGHT = {
     ("03_model", 1): lambda: {"parameters": {h: 795 * h + 10 for h in (16, 64, 128, 1024)}},
     ("03_model", 2): lambda: {"deeper": Flat(784, 64, 32, 10)},
     ("04_device_transfer", 1): notebook_04,
-    ("04_device_transfer", 2): lambda: solved("04_device_transfer", 2, {"batch": {}, "lesson_device": "cpu"}),
+    ("04_device_transfer", 2): lambda: solved("04_device_transfer", 2, {"batch": {}, "device": "cpu"}),
     ("05_training", 1): lambda: {"results": GRID, "best": (512, 0.5)},
     ("05_training", 2): lambda: {"hidden_results": {16: 0.91, 64: 0.93, 128: 0.935}},
     ("05_training", 3): lambda: {"make_deeper": lambda: Flat(784, 64, 32, 10), "deeper_history": [{"val_acc": 0.9}]},

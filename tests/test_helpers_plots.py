@@ -94,9 +94,10 @@ def test_predictions_mistakes_and_pictures(mnist_test):
     assert isinstance(fig, matplotlib.figure.Figure)
     ax = fig.axes[0]
     assert ax.get_title() == "Confusion matrix" and ax.get_xlabel() == "predicted label" and len(ax.texts) == 100
-    grid = helpers.show_mistakes(subset, preds, worst)
+    grid = helpers.show_mistakes(subset, preds, worst, title="The most confident mistakes")
     i = int(worst[0])
     assert grid.axes[0].get_title().startswith(f"{preds['labels'][i]} / {preds['preds'][i]}")
+    assert grid._suptitle.get_text() == "The most confident mistakes: true / predicted (confidence)"
     with pytest.raises(ValueError, match="empty loader"):
         helpers.predict_loader(model, [])
     with pytest.raises(ValueError, match="no mistakes"):
