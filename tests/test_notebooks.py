@@ -245,9 +245,13 @@ UNANSWERED = "Not yet: write your answer in place of ____"
 THOUGHT = "A question for thought: "
 
 
+DATA_SOURCE = re.compile(r"^\w+ (train|test) set: [\d,]+ images, from .*\n", re.MULTILINE)  # helpers.load_mnist's
+
+
 def _shown(cell) -> str:
-    """What a code cell's committed outputs say, as text."""
-    return "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
+    """What a code cell's committed outputs say, as text, less the line where a data set came from (said once)."""
+    text = "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
+    return DATA_SOURCE.sub("", text)
 
 
 def _code_lines(source: str) -> list[str]:
