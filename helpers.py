@@ -25,6 +25,7 @@ import dataclasses
 import io
 import itertools
 import math
+import numbers
 import os
 import platform
 import random
@@ -114,6 +115,11 @@ def _check_device(device: torch.device, source: str = "") -> torch.device:
 
 def as_device(device: str | torch.device, source: str = "") -> torch.device:
     """`device` as a torch.device that exists here (notebook 01); a ValueError that says what to ask for instead."""
+    if isinstance(device, torch.Tensor):
+        raise TypeError(
+            f"a device is a name such as 'cpu' or 'cuda', or a torch.device; got a tensor of shape "
+            f"{list(device.shape)}: are the arguments swapped? to_device(data, device) takes the data first"
+        )
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
@@ -312,6 +318,10 @@ def split_dataset(
         raise ValueError(
             f"val_size must be between 1 and {len(dataset) - 1} for {len(dataset)} samples, got {val_size}"
         )
+    if limit is not None and (not _is_whole(limit) or limit < 1):
+        raise ValueError(
+            f"limit is how many training images to keep, a whole number of at least 1 (or None for all); got {limit!r}"
+        )
     generator = torch.Generator().manual_seed(seed)
     train_set, val_set = random_split(dataset, [len(dataset) - val_size, val_size], generator=generator)
     if limit is not None:  # the first `limit` of the shuffled training images, for a quick run
@@ -402,6 +412,9 @@ class Classifier(ImageClassificationBase):
 
     def __init__(self, net: nn.Module):
         super().__init__()
+        if not isinstance(net, nn.Module):
+            made = ": a function that makes the network must end with return, to give it back" if net is None else ""
+            raise TypeError(f"Classifier wants a network, an nn.Module such as nn.Sequential(...); got {net!r}{made}")
         self.net = net
 
     def forward(self, xb: torch.Tensor) -> torch.Tensor:
@@ -611,12 +624,22 @@ class TrainingInterrupted(KeyboardInterrupt):
         self.history = history
 
 
-def check_hparams(epochs: Any, lr: Any) -> None:
-    """Raise a ValueError unless `epochs` is a whole number >= 0 and `lr` a positive finite number (notebook 05)."""
-    if not isinstance(epochs, int) or isinstance(epochs, bool) or epochs < 0:
+def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tuple[int, float]:
+    """`epochs` and `lr` as Python numbers (NumPy's and one-number tensors too); a clear error unless `epochs` is
+    a whole number >= 0, `lr` a positive finite number and `opt_func` makes an optimizer (notebook 05)."""
+    if isinstance(lr, torch.Tensor) and lr.numel() == 1:
+        lr = lr.item()
+    if not isinstance(epochs, numbers.Integral) or isinstance(epochs, bool) or epochs < 0:
         raise ValueError(f"epochs must be a whole number >= 0, got {epochs!r}")
-    if not isinstance(lr, (int, float)) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
+    if not isinstance(lr, numbers.Real) or isinstance(lr, bool) or not math.isfinite(lr) or lr <= 0:
         raise ValueError(f"lr (the learning rate) must be a positive number such as 0.5 or 0.1, got {lr!r}")
+    if isinstance(opt_func, torch.optim.Optimizer):
+        raise TypeError(
+            f"opt_func is the optimizer's class, which fit calls with the model's parameters and lr; got a "
+            f"{type(opt_func).__name__} already made: pass torch.optim.{type(opt_func).__name__}, or "
+            "functools.partial(torch.optim.SGD, momentum=0.9) for other settings"
+        )
+    return int(epochs), float(lr)
 
 
 def check_save_path(path: str | Path) -> Path:
@@ -648,7 +671,7 @@ def fit(
     Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed epoch, and the
     error the completed epochs, in `.history`.
     """
-    check_hparams(epochs, lr)
+    epochs, lr = check_hparams(epochs, lr, opt_func)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
     checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
@@ -873,6 +896,10 @@ def load_checkpoint(
     anything is loaded, so a checkpoint that does not fit leaves model and optimizer as they were.
     """
     path = Path(path).expanduser()
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"{path} is a folder, not a checkpoint: give the file's path, such as {path / 'run.ckpt'}"
+        )
     if not path.is_file():
         raise FileNotFoundError(f"no checkpoint at {path}: check the path, or train first to create it")
     try:

@@ -24,6 +24,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -100,7 +101,11 @@ def _check_files(raw: Path, hashes: dict[str, str]) -> dict[str, str]:
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write bytes so that readers see the old file or the whole new one, never a torn one."""
+    """Write bytes so that readers see the old file or the whole new one, never a torn one.
+
+    A symbolic link is written through (its target gets the bytes, the link stays), as a plain write would.
+    """
+    path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
@@ -373,9 +378,11 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
     hashes, sources, fetchers = _DATASETS[folder]
     root = Path(root).expanduser()
     variable = f"{folder.upper()}_SOURCE"
-    source = os.environ.get(variable, source) if source == "auto" else source
+    given = f" (from the environment variable {variable})" if source == "auto" and os.environ.get(variable) else ""
+    source = os.environ.get(variable) or source if source == "auto" else source
     if source != "auto" and source not in sources:
-        raise ValueError(f"unknown {folder} source {source!r}; use 'auto' or one of {', '.join(sources)}")
+        fix = f"; or unset {variable}" if given else ""
+        raise ValueError(f"unknown {folder} source {source!r}{given}; use 'auto' or one of {', '.join(sources)}{fix}")
     order = sources if source == "auto" else (source,)
     raw = root / folder / "raw"
     attempts = []
@@ -425,22 +432,32 @@ def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto") -> str
 
 
 def check_writable(path: str | Path, folder: bool = False) -> None:
-    """Fail before any work if the file `path` (with `folder`, a folder made when missing) cannot be written."""
+    """Fail before any work if the file `path` (with `folder`, a folder made when missing) cannot be written.
+
+    A symbolic link is checked where it points, and the folder by making a file there and removing it, so that a
+    link into a folder that is not there, or a folder no file can be made in (/proc), fails now, not after training.
+    """
     path = Path(path).expanduser()
+    where = f"{path} (a link to {os.path.realpath(path)})" if path.is_symlink() else str(path)
+    path = Path(os.path.realpath(path)) if path.is_symlink() else path
     kind = "folder" if folder else "file"
     if path.exists() and path.is_dir() != folder:
-        raise ValueError(f"cannot write to {path}: it is a {'file' if folder else 'folder'}; give a {kind} path")
+        raise ValueError(f"cannot write to {where}: it is a {'file' if folder else 'folder'}; give a {kind} path")
     wanted = path if folder else path.parent
     parent = next(p for p in (wanted, *wanted.parents) if p.exists())  # the nearest folder there is
     if not parent.is_dir():
-        raise NotADirectoryError(f"cannot write to {path}: {parent} is a file, not a folder; give another path")
+        raise NotADirectoryError(f"cannot write to {where}: {parent} is a file, not a folder; give another path")
     if parent != wanted and not folder:
         raise FileNotFoundError(
-            f"cannot write to {path}: the folder {wanted} does not exist; create it (mkdir -p {wanted}) "
+            f"cannot write to {where}: the folder {wanted} does not exist; create it (mkdir -p {wanted}) "
             "or give a path in an existing folder"
         )
+    fix = "give a path you can write to, or change its permissions"
     if not os.access(parent, os.W_OK | os.X_OK) or (path.is_file() and not os.access(path, os.W_OK)):
-        raise PermissionError(
-            f"cannot write to {path}: {path if path.is_file() else parent} is not writable; "
-            "give a path you can write to, or change its permissions"
-        )
+        raise PermissionError(f"cannot write to {where}: {path if path.is_file() else parent} is not writable; {fix}")
+    try:
+        with tempfile.TemporaryFile(dir=parent):
+            pass
+    except OSError as err:
+        message = f"cannot write to {where}: no file can be made in {parent} ({err.strerror}); {fix}"
+        raise PermissionError(message) from None

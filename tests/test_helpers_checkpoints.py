@@ -277,3 +277,23 @@ def test_a_checkpoint_of_another_hidden_size_names_the_size_to_set(tmp_path):
         ValueError, match=r"linear1.weight: checkpoint \[64, 784\] vs model \[32, 784\].*hidden_size = 64"
     ):
         helpers.load_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())
+
+
+def test_a_folder_given_as_the_checkpoint_says_to_give_a_file(tmp_path):
+    """A folder was 'no checkpoint at ...: train first to create it'."""
+    train, val = cpu_loader(*random_images(128)), cpu_loader(*random_images(64))
+    folder = r"is a folder, not a checkpoint: give the file's path, such as .*run\.ckpt"
+    with pytest.raises(IsADirectoryError, match=folder):
+        helpers.fit(1, 0.5, helpers.MnistModel(), train, val, checkpoint_path=tmp_path, verbose=False)
+
+
+def test_a_checkpoint_behind_a_symbolic_link_is_written_through_it(tmp_path):
+    """A link to a checkpoint on another disk (Colab's Drive) was replaced by a file; the linked one stayed old."""
+    (tmp_path / "drive").mkdir()
+    (tmp_path / "here").mkdir()
+    link = tmp_path / "here" / "run.ckpt"
+    link.symlink_to(tmp_path / "drive" / "run.ckpt")
+    train, val = cpu_loader(*random_images(128)), cpu_loader(*random_images(64))
+    helpers.fit(2, 0.5, helpers.MnistModel(), train, val, checkpoint_path=link, verbose=False)
+    assert link.is_symlink() and helpers.load_checkpoint(tmp_path / "drive" / "run.ckpt")["epoch"] == 2
+    assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["run.ckpt"], "nothing left beside the link"

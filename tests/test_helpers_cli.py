@@ -211,3 +211,17 @@ def test_dry_run_goes_before_or_after_the_command(monkeypatch):
     for argv in (["--dry-run", "train"], ["train", "--dry-run"], ["train"]):
         assert helpers_cli.main(argv) == 0
     assert seen == [[1, 1], [1, 1], [5, 5]], "a dry run trains one epoch a phase, wherever --dry-run stands"
+
+
+def test_a_save_path_through_a_dangling_link_fails_before_any_training(tmp_path, no_work):
+    """--save onto a link into a folder that is not there trained, then lost the weights in torch.save."""
+    (tmp_path / "link.pt").symlink_to(tmp_path / "unmounted" / "model.pt")
+    with pytest.raises(FileNotFoundError, match=r"link\.pt \(a link to .*model\.pt\): the folder .*unmounted"):
+        helpers_cli.main(["--dry-run", "train", "--save", str(tmp_path / "link.pt")])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_a_save_path_where_no_file_can_be_made_fails_before_any_training(no_work):
+    """/proc passes os.access for root, but no file can be made there: torch.save failed after training."""
+    with pytest.raises(PermissionError, match=r"no file can be made in /proc"):
+        helpers_cli.main(["--dry-run", "train", "--save", "/proc/x.pt"])

@@ -300,3 +300,9 @@ def test_full_disk_while_writing_the_rebuilt_files_says_free_space(raw_copy, dat
     message = str(err.value)
     assert "pypi: OSError: [Errno 28] cannot write" in message and "No space left on device" in message
     assert "fix: free disk space on the drive that holds" in message and "PyPI" not in message
+
+
+def test_a_bad_source_from_the_environment_names_the_variable(data_root, monkeypatch):
+    monkeypatch.setenv("MNIST_SOURCE", "bogus")
+    with pytest.raises(ValueError, match=r"'bogus' \(from the environment variable MNIST_SOURCE\).*or unset MNIST"):
+        helpers.load_mnist(data_root)

@@ -232,3 +232,11 @@ def test_device_data_loader_passes_through():
     assert len(ddl) == 3 and ddl.batch_size == 4 and ddl.dataset is dl.dataset
     assert [len(b[0]) for b in ddl] == [4, 4, 2]
     assert all(b[0].device.type == "cpu" for b in ddl)
+
+
+def test_to_device_with_its_arguments_swapped_says_so():
+    """to_device('cpu', images) printed a 2,589-character tensor and 'is not a device name'."""
+    images = torch.rand(128, 1, 28, 28)
+    with pytest.raises(TypeError, match=r"tensor of shape \[128, 1, 28, 28\]: are the arguments swapped\?") as err:
+        helpers.to_device("cpu", images)
+    assert len(str(err.value)) < 250

@@ -562,3 +562,38 @@ def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
     (tmp_path / "file").write_text("")
     with pytest.raises((OSError, ValueError), match=r"cannot write to .*file.*is a file"):
         helpers.check_save_path(tmp_path / "file" / "lesson.ckpt")
+
+
+# ------------------------------------------------------------------- a fresh tester's cases (issue 40, after round 4)
+
+
+def test_numpy_and_tensor_hyperparameters_train_as_python_numbers():
+    """np.int64(1) epochs and np.float32(0.5) or tensor(0.5) learning rates were refused as 'not a number'."""
+    import numpy as np
+
+    train, val = small_loaders(256)
+    for epochs, lr in ((np.int64(1), np.float32(0.5)), (1, torch.tensor(0.5))):
+        model = helpers.MnistModel()
+        history = helpers.fit(epochs, lr, model, train, val, verbose=False)
+        assert len(history) == 1
+
+
+def test_an_optimizer_made_already_is_refused_with_the_class_to_pass(monkeypatch):
+    model = helpers.MnistModel()
+    train, val = small_loaders(128)
+    with pytest.raises(TypeError, match=r"got a SGD already made: pass torch\.optim\.SGD, or functools\.partial"):
+        helpers.fit(1, 0.5, model, train, val, torch.optim.SGD(model.parameters(), 0.5))
+
+
+@pytest.mark.parametrize("limit", [0, -1, 2.5, "100"])
+def test_a_limit_that_is_not_a_count_of_images_is_refused(limit):
+    """limit=-1 or 0 left no training images and no message; limit=2.5 raised Python's TypeError."""
+    data = TensorDataset(*random_images(200))
+    with pytest.raises(ValueError, match=rf"limit is how many training images to keep.*got {re.escape(repr(limit))}"):
+        helpers.split_dataset(data, val_size=50, limit=limit)
+
+
+def test_classifier_of_nothing_says_the_maker_must_return_it():
+    """A make_model() without return gave fit 'optimizer got an empty parameter list'."""
+    with pytest.raises(TypeError, match="got None: a function that makes the network must end with return"):
+        helpers.Classifier(None)
