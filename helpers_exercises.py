@@ -176,9 +176,11 @@ def exercise(notebook: str, nudge: str, idea: str) -> Callable:
 
 def exercises(notebook: str, namespace: dict, lang: str | None = None) -> list[Exercise]:
     """The exercises of `notebook` (e.g. "05_training"), bound to the notebook's globals, in `lang`."""
-    lang = lang or os.environ.get("SERIES_LANG", "en")
-    if lang not in LANGUAGES:
-        raise ValueError(f"lang={lang!r}: choose one of {', '.join(LANGUAGES)}")
+    given = lang or os.environ.get("SERIES_LANG") or "en"
+    if given not in LANGUAGES:
+        source = f"lang={lang!r}" if lang else f"the environment variable SERIES_LANG is {given!r}"
+        raise ValueError(f"{source}: choose one of {', '.join(LANGUAGES)}" + ("" if lang else ", or unset it"))
+    lang = given
     if notebook not in REGISTRY:
         raise ValueError(f"no exercises for {notebook!r}: choose one of {', '.join(sorted(REGISTRY))}")
     return [dataclasses.replace(e, namespace=namespace, lang=lang) for e in REGISTRY[notebook]]
@@ -244,10 +246,14 @@ def function(namespace: dict, name: str) -> Callable:
 
 def number(value: Any, name: str) -> float | int:
     """`value` as a finite Python number (a one-number tensor read out); NotYet when it is none."""
+    wrong(getattr(getattr(value, "device", None), "type", None) == "meta", "{name} is on the meta device: it has a "
+          "shape but no value; compute it on a real device", name=name)  # fmt: skip
     if getattr(value, "shape", None) == () and hasattr(value, "item"):
         value = value.item()
     wrong(isinstance(value, bool) or not isinstance(value, (int, float)), "{name} is {found!r}, a {kind}; it should "
           "be one number", name=name, found=value, kind=_kind(value))  # fmt: skip
+    wrong(isinstance(value, int) and abs(value) > 2**53, "{name} is a number with {digits} digits, far too large "
+          "for what it counts: look at how your cell computes it", name=name, digits=len(str(abs(value))))  # fmt: skip
     wrong(not math.isfinite(value), "{name} is {found}, not a finite number: look at how your cell computes it",
           name=name, found=value)  # fmt: skip
     return value
@@ -450,8 +456,12 @@ def _architecture(model: Any, name: str) -> int:
 
     if isinstance(model, type) and issubclass(model, nn.Module):
         raise NotYet("{name} is the class {cls} itself; make a model from it: {cls}()", name=name, cls=model.__name__)
+    wrong(model is None, "{name} is None: a function that makes the model must end with return, to give it back",
+          name=name)  # fmt: skip
     wrong(not isinstance(model, nn.Module), "{name} is a {kind}, not a model: define a class that inherits nn.Module "
           "(or chain layers with nn.Sequential), then make one", name=name, kind=_kind(model))  # fmt: skip
+    wrong(any(p.is_meta for p in model.parameters()), "{name} is on the meta device: it has shapes but no weights, so "
+          "nothing can be computed with it; make it again on a real device", name=name)  # fmt: skip
     linears = [m for m in model.modules() if isinstance(m, nn.Linear)]
     sizes = [(m.in_features, m.out_features) for m in linears]
     arrow = " → ".join(str(n) for n in [sizes[0][0], *(out for _, out in sizes)]) if sizes else "no nn.Linear"
@@ -530,19 +540,23 @@ def _check_moved_once(namespace: dict) -> Said:
     if _holds_placeholder(sliced):
         raise Unanswered("one_pass_sliced")
     per_batch = run("one_pass_per_batch()", need(namespace, "one_pass_per_batch"))
-    sums = [torch.stack([torch.as_tensor(x).float().cpu() for x in sums]) for sums in (per_batch, sliced)]
-    wrong(sums[0].shape != sums[1].shape or not torch.allclose(*sums, rtol=1e-4), "one_pass_sliced() gives {got} "
-          "batches that are not the DataLoader's {want}: slice 256 images at a time, val_on_device[i : i + 256]",
-          got=len(sums[1]), want=len(sums[0]))  # fmt: skip
+    wrong(any(torch.as_tensor(x).numel() != 1 for x in sliced), "one_pass_sliced() gives batches, not one number per "
+          "batch: end each with .sum(), as one_pass_per_batch() does")  # fmt: skip
+    sums = [torch.stack([torch.as_tensor(x).float().cpu().reshape(()) for x in sums]) for sums in (per_batch, sliced)]
+    wrong(len(sums[0]) != len(sums[1]), "one_pass_sliced() gives {got} batches, the DataLoader {want}: slice 256 "
+          "images at a time, val_on_device[i : i + 256]", got=len(sums[1]), want=len(sums[0]))  # fmt: skip
+    wrong(not torch.allclose(*sums, rtol=1e-4), "one_pass_sliced() gives {got} numbers, as many as the DataLoader's "
+          "batches, but not their sums: each should be the .sum() of 256 images from val_on_device, starting at i",
+          got=len(sums[1]))  # fmt: skip
     fields = {"n": n, "device": device, "copied": 1e3 * _seconds(namespace["one_pass_per_batch"], device)}
     fields["sliced"] = 1e3 * _seconds(namespace["one_pass_sliced"], device)
     if device.type == "cpu":
-        return Said("{n:,} images in one tensor, and its slices hold the DataLoader's batches ({copied:.1f} ms "
-                    "copied per batch, {sliced:.1f} ms sliced). On a CPU .to(DEVICE) copies nothing, so this checked "
-                    "the tensor and the slices only; on a GPU the check also finds the images in GPU memory, and "
-                    "the times show what one copy saves", **fields)  # fmt: skip
-    return Said("{n:,} images in one tensor on {device}, and its slices hold the DataLoader's batches: {copied:.1f} "
-                "ms copied per batch, {sliced:.1f} ms sliced", **fields)  # fmt: skip
+        return Said("{n:,} images in one tensor, and its slices hold the DataLoader's batches (a pass copying each "
+                    "batch took {copied:.1f} ms, a pass over slices {sliced:.1f} ms). On a CPU .to(DEVICE) copies "
+                    "nothing, so this checked the tensor and the slices only; on a GPU the check also finds the images "
+                    "in GPU memory, and the times show what one copy saves", **fields)  # fmt: skip
+    return Said("{n:,} images in one tensor on {device}, and its slices hold the DataLoader's batches: a pass copying "
+                "each batch took {copied:.1f} ms, a pass over slices {sliced:.1f} ms", **fields)  # fmt: skip
 
 
 # What an error on each container means, by what it says: (the container, the error's words, what to do).
@@ -669,6 +683,12 @@ def _check_fashion_accuracy(namespace: dict) -> Said:
     acc = accuracy(answer(namespace, "fashion_test_acc"), "fashion_test_acc", trained=True)
     wrong(acc > 0.94, "fashion_test_acc is {found:.4f}, what the model scores on MNIST's digits: evaluate it on "
           "Fashion-MNIST's test set, test_fast", found=acc)  # fmt: skip
+    if all(name in namespace for name in ("helpers", "fashion_model", "test_fast", "val_fast")):
+        scored = {part: namespace["helpers"].evaluate(namespace["fashion_model"], namespace[part])["val_acc"]
+                  for part in ("test_fast", "val_fast")}  # fmt: skip
+        wrong(abs(acc - scored["val_fast"]) < 1e-6 < abs(acc - scored["test_fast"]), "fashion_test_acc is {found:.4f}, "
+              "the accuracy on the validation set, val_fast: evaluate the model on the test set, test_fast",
+              found=acc)  # fmt: skip
     return Said("{acc:.4f} on Fashion-MNIST's test set, below MNIST's: clothes are harder to tell apart than digits",
                 acc=acc)  # fmt: skip
 

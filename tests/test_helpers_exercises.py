@@ -401,8 +401,9 @@ def test_03_solutions_pass(capsys):
         ({16: 12_731, 64: 50_890, 128: 101_770, 1024: 814_090}, ["hidden 16: 12,731 is not the model's count"]),
         ({16: 12_730.5, 64: 50_890, 128: 101_770, 1024: 814_090}, ["12730.5; it should be a whole number"]),
         ({16: torch.tensor(12_730), 64: 50_890, 128: 101_770, 1024: math.nan}, ["parameters[1024] is nan"]),
+        ({16: 10**400, 64: 50_890, 128: 101_770, 1024: 814_090}, ["parameters[16] is a number with 401 digits"]),
     ],
-    ids=["no-biases", "first-layer-only", "one-model", "missing-size", "off-by-one", "not-whole", "nan"],
+    ids=["no-biases", "first-layer-only", "one-model", "missing-size", "off-by-one", "not-whole", "nan", "huge"],
 )
 def test_03_parameter_counts_wrong_answers(parameters, facts, capsys):
     not_yet("03_model", 1, {"parameters": parameters}, capsys, *facts)
@@ -423,10 +424,12 @@ def test_03_parameter_counts_wrong_answers(parameters, facts, capsys):
         (Doubles(), ["RuntimeError", "dtype", "at the line `return self.c("]),
         (NanScores(), ["not finite"]),
         (lambda xb: xb, ["deeper is a function, not a model"]),
+        (None, ["deeper is None", "must end with return"]),
+        (Flat(784, 64, 32, 10).to("meta"), ["deeper is on the meta device", "make it again on a real device"]),
     ],
     ids=[
         *("the-class", "one-hidden-layer", "no-relu", "relu-after-one", "relu-on-scores", "not-flattened"),
-        *("no-return", "a-tuple", "a-typo", "float64", "nan", "a-function"),
+        *("no-return", "a-tuple", "a-typo", "float64", "nan", "a-function", "none", "on-meta"),
     ],
 )
 def test_03_two_hidden_layers_wrong_answers(deeper, facts, capsys):
@@ -439,7 +442,7 @@ def test_03_two_hidden_layers_wrong_answers(deeper, facts, capsys):
 
 
 def test_04_moved_once_says_what_it_checked(capsys):
-    line = correct("04_device_transfer", 1, notebook_04(), capsys, "512 images in one tensor", "ms sliced")
+    line = correct("04_device_transfer", 1, notebook_04(), capsys, "512 images in one tensor", "a pass over slices")
     assert "On a CPU .to(DEVICE) copies nothing" in line and "on a GPU the check also finds the images" in line
 
 
@@ -460,15 +463,24 @@ def wrong_slices():
         ({"val_on_device": torch.zeros(256, 1, 28, 28)}, ["has shape [256, 1, 28, 28]", "[512, 1, 28, 28]"]),
         ({"val_on_device": [torch.zeros(1)]}, ["val_on_device is a list; make it one tensor"]),
         ({"val_on_device": "shuffled"}, ["val_on_device[0] is not the first validation image"]),
-        ({"one_pass_sliced": wrong_slices}, ["one_pass_sliced() gives 1 batches that are not the DataLoader's 2"]),
+        ({"one_pass_sliced": wrong_slices}, ["one_pass_sliced() gives 1 batches, the DataLoader 2"]),
+        ({"one_pass_sliced": "means"}, ["gives 2 numbers, as many as the DataLoader's batches, but not their sums"]),
+        ({"one_pass_sliced": "batches"}, ["gives batches, not one number per batch: end each with .sum()"]),
         ({"one_pass_sliced": lambda: [____]}, ["write your answer in place of ____"]),
         ({"one_pass_sliced": lambda: 1 / 0}, ["one_pass_sliced() raised ZeroDivisionError", "lambda: 1 / 0"]),
         ({"one_pass_sliced": lambda: helpers.seed_everything(-1)}, ["ValueError", "line `({"]),
     ],
-    ids=["the-labels", "one-batch", "a-list", "shuffled", "wrong-slices", "blank-slice", "raises", "raises-in-helpers"],
+    ids=[
+        *("the-labels", "one-batch", "a-list", "shuffled", "wrong-slices", "means", "no-sum", "blank-slice"),
+        *("raises", "raises-in-helpers"),
+    ],
 )
 def test_04_moved_once_wrong_answers(answers, facts, capsys):
     namespace = notebook_04()
+    if answers.get("one_pass_sliced") in ("means", "batches"):  # a fresh learner's two slips: .mean(), no .sum()
+        images, kind = namespace["val_on_device"], answers["one_pass_sliced"]
+        slices = [images[i : i + 256] for i in range(0, len(images), 256)]
+        answers = {"one_pass_sliced": lambda: [x.mean() for x in slices] if kind == "means" else slices}
     if answers.get("val_on_device") == "labels":  # issue 40, case 4: the labels moved instead of the images
         answers = {"val_on_device": namespace["val_labels"].to(namespace["DEVICE"])}
     if answers.get("val_on_device") == "shuffled":
@@ -657,8 +669,12 @@ def test_05_deeper_trained_for_real(capsys):
         ({"make_deeper": lambda: nn.Sequential(nn.Linear(784, 64))(1)}, ["make_deeper() raised TypeError"]),
         ({"make_deeper": Flat(784, 64, 32, 10)}, ["make_deeper() raised TypeError"]),
         ({"make_deeper": lambda: OneRelu}, ["make_deeper() is the class OneRelu itself"]),
+        ({"make_deeper": lambda: None}, ["make_deeper() is None", "must end with return"]),
     ],
-    ids=["untrained", "the-lessons-model", "no-history", "blank", "no-return", "raises", "a-model", "the-class"],
+    ids=[
+        *("untrained", "the-lessons-model", "no-history", "blank", "no-return", "raises", "a-model", "the-class"),
+        "returns-nothing",
+    ],
 )
 def test_05_deeper_trained_wrong_answers(answers, facts, capsys):
     namespace = {"make_deeper": lambda: Flat(784, 64, 32, 10), "deeper_history": [{"val_acc": 0.9}]}
@@ -696,11 +712,21 @@ def test_06_the_worked_solution_passes(capsys):
         (84.12, ["84.12, a percentage"]),
         ({"val_loss": 0.4}, ["fashion_test_acc is {'val_loss': 0.4}, a dict; it should be one number"]),
         (torch.tensor([0.8, 0.9]), ["a Tensor; it should be one number"]),
+        (torch.tensor(0.85, device="meta"), ["fashion_test_acc is on the meta device"]),
     ],
-    ids=["mnist", "untrained", "percent", "a-dict", "a-vector"],
+    ids=["mnist", "untrained", "percent", "a-dict", "a-vector", "on-meta"],
 )
 def test_06_fashion_accuracy_wrong_answers(acc, facts, capsys):
     not_yet("06_plots", 1, {"fashion_test_acc": acc}, capsys, *facts)
+
+
+def test_06_the_validation_accuracy_is_not_the_test_accuracy(capsys):
+    """A fresh learner evaluated on val_fast and was told "Correct ... on Fashion-MNIST's test set"."""
+    scores = {"test": {"val_acc": 0.8412}, "val": {"val_acc": 0.8654}}
+    stand_in = types.SimpleNamespace(evaluate=lambda model, loader: scores[loader])
+    namespace = {"helpers": stand_in, "fashion_model": "model", "test_fast": "test", "val_fast": "val"}
+    not_yet("06_plots", 1, namespace | {"fashion_test_acc": 0.8654}, capsys, "0.8654, the accuracy on the validation")
+    correct("06_plots", 1, namespace | {"fashion_test_acc": 0.8412}, capsys, "0.8412 on Fashion-MNIST's test set")
 
 
 def test_06_an_accuracy_kept_as_evaluate_gives_it(capsys):
@@ -971,3 +997,11 @@ def test_the_chinese_catalogue_follows_the_editions_typography():
     for english, chinese in helpers_exercises.catalogue("zh").items():
         assert "：" not in chinese and re.search(r"[\u4e00-\u9fff]", chinese), (english, chinese)
         assert not re.search(r"[\u4e00-\u9fff][:,] ", chinese), chinese
+
+
+def test_a_language_from_the_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("SERIES_LANG", "fr")
+    with pytest.raises(ValueError, match=r"the environment variable SERIES_LANG is 'fr': choose one of en, zh, or"):
+        helpers_exercises.exercises("03_model", {})
+    with pytest.raises(ValueError, match=r"^lang='fr': choose one of en, zh$"):
+        helpers_exercises.exercises("03_model", {}, lang="fr")
