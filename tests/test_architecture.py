@@ -6,6 +6,7 @@ import ast
 import inspect
 import json
 import sys
+import textwrap
 from pathlib import Path
 
 import nbformat
@@ -178,17 +179,22 @@ def _later_names() -> set[str]:
     return defined | {"DeviceResidentLoader", "all_reduce", "autocast", "GradScaler", "distributed"}
 
 
-def listings(path: Path) -> list[str]:
-    """The source of every object a notebook shows with `show_source(...)`, resolved in the series' modules."""
+def listings_of(cell: dict) -> list[str]:
+    """The source of every object a code cell shows with `show_source(...)`, resolved in the series' modules."""
     namespace = {"helpers": helpers, "helpers_speed": helpers_speed, "helpers_ddp": helpers_ddp}
     shown = []
-    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
-        if cell["cell_type"] != "code" or "show_source(" not in "".join(cell["source"]):
-            continue
-        for node in ast.walk(ast.parse("".join(cell["source"]))):
-            if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "show_source":
-                shown += [inspect.getsource(eval(ast.unparse(arg), namespace)) for arg in node.args]
+    for node in ast.walk(ast.parse("".join(cell["source"]))):
+        if isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "show_source":
+            shown += [inspect.getsource(eval(ast.unparse(arg), namespace)) for arg in node.args]
     return shown
+
+
+def listings(path: Path) -> list[str]:
+    """The source of every object a notebook shows with `show_source(...)`."""
+    cells = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    return [
+        s for c in cells if c["cell_type"] == "code" and "show_source(" in "".join(c["source"]) for s in listings_of(c)
+    ]
 
 
 LESSON_NOTEBOOKS = sorted((REPO / "notebooks").glob("0[1-8]_*.ipynb"))
@@ -208,3 +214,14 @@ def test_a_listing_that_names_09_to_11_is_caught():
     words = {n.id for n in ast.walk(ast.parse(source)) if isinstance(n, ast.Name)} | attributes(source)
     words |= {w.rsplit(".", 1)[-1] for w in words}
     assert words & _later_names()
+
+
+@pytest.mark.parametrize("path", sorted((REPO / "notebooks").glob("[01][0-9]_*.ipynb")), ids=lambda p: p.stem)
+def test_every_listing_a_notebook_shows_is_the_code_as_it_is_now(path):
+    """A listing (show_source's output) saved before its function changed shows the reader code that is gone."""
+    for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+        if cell["cell_type"] != "code" or "show_source(" not in "".join(cell["source"]):
+            continue
+        saved = "".join("".join(o.get("data", {}).get("text/markdown", "")) for o in cell["outputs"])
+        current = "\n\n".join(textwrap.dedent(source).rstrip() for source in listings_of(cell))
+        assert saved == f"```python\n{current}\n```", f"{path.name} {cell['id']}: run it again (series.py refresh)"
