@@ -159,14 +159,14 @@ def test_notebook_runs_in_jupyterlab(browser, lab, name):
 
 
 def test_planted_error_is_reported(browser, lab):
-    """The check can fail: a copy of 01 with a cell that raises, after the set-up and parameters cells."""
+    """The check can fail: a copy of 01 with a cell that raises, right after the set-up cell."""
     notebook = json.loads((lab["repo"] / "notebooks" / "01_gpu_runtime.ipynb").read_text())
     planted = {"cell_type": "code", "execution_count": None, "metadata": {}, "outputs": []}
-    after = next(i for i, c in enumerate(notebook["cells"]) if "parameters" in c["metadata"].get("tags", []))
+    after = next(i for i, c in enumerate(notebook["cells"]) if "setup" in c["metadata"].get("tags", []))
     notebook["cells"].insert(after + 1, planted | {"source": 'raise ValueError("planted")', "id": "planted"})
     (lab["repo"] / "notebooks" / "01_planted.ipynb").write_text(json.dumps(notebook))
     problems, _ = run_in_lab(browser, lab, "notebooks/01_planted.ipynb", "01_planted")
-    assert "code cell 2: ValueError: planted" in problems, problems
+    assert "code cell 1: ValueError: planted" in problems, problems  # counted from 0: the set-up cell is 0
     assert "run all cells: failed" in " ".join(problems)
 
 
