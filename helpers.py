@@ -299,7 +299,7 @@ def _load(dataset: type, root: str | Path, train: bool, transform: Callable | No
     if served == "local" and which in _SAID:
         return loaded  # the same verified files again: nothing new to say
     _SAID.add(which)
-    raw = helpers_data.display_path(Path(root) / dataset.__name__ / "raw")
+    raw = helpers_data.display_path(root / dataset.__name__ / "raw")
     where = {
         "local": f"local files in {raw} (MD5 verified)",
         "torchvision": f"torchvision's download into {raw}",
@@ -673,7 +673,7 @@ def fit(
     """
     epochs, lr = check_hparams(epochs, lr, opt_func)
     optimizer = opt_func(model.parameters(), lr)
-    run = {"epochs": epochs, "lr": float(lr), "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    run = {"epochs": epochs, "lr": lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
     checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
     history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
     kept = copy.deepcopy(model.state_dict())  # the weights of the last completed epoch, put back on an error
@@ -1261,6 +1261,31 @@ def resident_loaders(
 PIPELINES = {"lesson": lesson_loaders, "resident": resident_loaders}  # input pipeline -> its loaders
 
 
+def check_schedule(epochs: Sequence[int], lrs: Sequence[float]) -> None:
+    """The lesson's phases checked before any work: one learning rate per phase, each (epochs, lr) valid."""
+    if len(epochs) != len(lrs):
+        raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
+    for n, lr in zip(epochs, lrs):
+        check_hparams(n, lr)
+
+
+def train_and_test(
+    model: nn.Module,
+    loaders: Sequence[Iterable],
+    epochs: Sequence[int] = LESSON.epochs,
+    lrs: Sequence[float] = LESSON.lrs,
+    opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
+) -> dict:
+    """The lesson's run on (train, validation, test) loaders: evaluate, fit each phase, then the test set once."""
+    train_loader, val_loader, test_loader = loaders
+    history = [evaluate(model, val_loader)]
+    for n, lr in zip(epochs, lrs):
+        history += fit(n, lr, model, train_loader, val_loader, opt_func)
+    test = evaluate(model, test_loader)
+    print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+    return {"history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+
+
 def train_lesson(
     root: str | Path = "data",
     device: str | torch.device | None = None,
@@ -1278,10 +1303,7 @@ def train_lesson(
     schedule with `helpers`' seeded loaders (`pipeline` names them in PIPELINES), so its numbers differ a
     little from notebook 05's run.
     """
-    if len(epochs) != len(lrs):
-        raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
-    for n, lr in zip(epochs, lrs):
-        check_hparams(n, lr)
+    check_schedule(epochs, lrs)
     if pipeline not in PIPELINES:
         raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, PIPELINES))}")
     device = get_default_device(device)
@@ -1292,17 +1314,13 @@ def train_lesson(
     seed_everything(seed)
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     test_set = load_mnist(root, train=False)
-    train_loader, val_loader, test_loader = PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
+    loaders = PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
     model = to_device(MnistModel(784, hidden_size, 10), device)
-    history = [evaluate(model, val_loader)]
-    for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader)
-    test = evaluate(model, test_loader)
-    print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+    result = train_and_test(model, loaders, epochs, lrs)
     if save:
         torch.save(model.state_dict(), save)
-        print(f"saved the weights to {helpers_data.display_path(Path(save))}")
-    return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+        print(f"saved the weights to {helpers_data.display_path(save)}")
+    return {"model": model} | result
 
 
 # ==================================================================================================

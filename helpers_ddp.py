@@ -39,16 +39,15 @@ from helpers import (
     DeviceResidentLoader,
     MnistModel,
     accelerator_count,
-    check_hparams,
+    check_schedule,
     describe_device,
-    evaluate,
-    fit,
     get_default_device,
     load_mnist,
     loader_settings,
     seed_everything,
     split_dataset,
     to_device,
+    train_and_test,
 )
 from helpers_speed import Wrapped, compile_model, epoch_times, markdown_table, mixed_precision, train_epoch
 
@@ -382,10 +381,7 @@ def train_distributed(
     save = Path(save).expanduser() if save else None
     try:
         _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
-        if len(epochs) != len(lrs):
-            raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} rates")
-        for n, lr in zip(epochs, lrs):
-            check_hparams(n, lr)
+        check_schedule(epochs, lrs)
         if save and rank == 0:
             helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
         print(describe_device(device) + (f"; {world} processes, each with its share of every batch" * (world > 1)))
@@ -398,17 +394,12 @@ def train_distributed(
         loaders = SHARDED_PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
         model = to_device(MnistModel(784, hidden_size, 10), device)
         trained, opt_func = mixed_precision(compile_model(model, compile), amp)
-        trained = data_parallel(trained, device)
-        history = [evaluate(trained, loaders[1])]
-        for n, lr in zip(epochs, lrs):
-            history += fit(n, lr, trained, *loaders[:2], opt_func)
-        test = evaluate(trained, loaders[2])
-        print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
+        result = train_and_test(data_parallel(trained, device), loaders, epochs, lrs, opt_func)
         if save and rank == 0:
             torch.save(model.state_dict(), save)
-            print(f"saved the weights to {helpers_data.display_path(Path(save))}")
+            print(f"saved the weights to {helpers_data.display_path(save)}")
         barrier()  # the saved file is complete before any process returns
-        return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
+        return {"model": model} | result
     finally:
         close_distributed()
 

@@ -228,9 +228,8 @@ def _pipeline_run(pipeline: str, device: torch.device, threads: int | None, trai
     loaders = BENCH_PIPELINES[pipeline](train_set, val_set, device=device, seed=seed)
     seed_everything(seed)
     model = to_device(MnistModel(), device)
-    return {"pipeline": pipeline, "device": str(device), "threads": threads, "loaders": loaders, "model": model} | {
-        "history": []
-    }
+    run = {"pipeline": pipeline, "device": str(device), "threads": threads}
+    return run | {"loaders": loaders, "model": model, "history": []}
 
 
 def plot_pipelines(rows: Sequence[dict]):

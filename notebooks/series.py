@@ -48,14 +48,14 @@ def _check_selection(args: argparse.Namespace) -> None:
     if args.out and args.command not in ("run", "prepare", "bench-report"):
         raise SystemExit(f"--out is an option of `run` and `prepare` only; {args.command} has no folder to choose")
     if args.parameter:
-        paths = notebook_paths(args.names)
-        declared = {name for path in paths for name in settings(nbformat.read(path, as_version=4))}
+        notebooks = {path.stem: nbformat.read(path, as_version=4) for path in notebook_paths(args.names)}
+        declared = {name for nb in notebooks.values() for name in settings(nb)}
         unused = sorted({k for k, _ in args.parameter} - declared)
         if unused:
             raise SystemExit(
                 f"no selected notebook has the setting(s) {', '.join(unused)}; they have: {', '.join(sorted(declared))}"
             )
-        check_kinds({k: _parse_value(v) for k, v in args.parameter}, paths)
+        check_kinds({k: _parse_value(v) for k, v in args.parameter}, notebooks)
 
 
 def _run(args: argparse.Namespace) -> None:

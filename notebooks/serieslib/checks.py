@@ -40,19 +40,19 @@ def checked_settings(values: dict) -> dict:
     return resolved
 
 
-def check_kinds(values: dict, paths: list[Path]) -> None:
+def check_kinds(values: dict, notebooks: dict[str, nbformat.NotebookNode]) -> None:
     """Refuse a value that a notebook's set-up cell would refuse, with its message, before any kernel starts."""
     import helpers  # the notebooks' kinds of settings: helpers.whole(1, 50_000), helpers.DEVICE, ...
 
     from .pages import setting_kinds
 
-    for path in paths:
-        for name, kind in setting_kinds(nbformat.read(path, as_version=4)).items():
+    for stem, nb in notebooks.items():
+        for name, kind in setting_kinds(nb).items():
             if name in values and name != "device":  # the device: checked_settings, once for every notebook
                 try:
                     helpers.check_settings(values, **{name: eval(kind, {"helpers": helpers})})
                 except ValueError as err:
-                    raise Refused(f"{path.stem}: {err}") from None
+                    raise Refused(f"{stem}: {err}") from None
 
 
 def check_device(device: object, source: str) -> None:
