@@ -46,7 +46,9 @@ def _check_selection(args: argparse.Namespace) -> None:
     if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
         raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
     if args.out and args.command not in ("run", "prepare", "bench-report"):
-        raise SystemExit(f"--out is an option of `run`, `prepare` and `bench-report` only; {args.command} has no folder to choose")
+        raise SystemExit(
+            f"--out is an option of `run`, `prepare` and `bench-report` only; {args.command} has no folder to choose"
+        )
     if args.parameter:
         notebooks = {path.stem: nbformat.read(path, as_version=4) for path in notebook_paths(args.names)}
         declared = {name for nb in notebooks.values() for name in settings(nb)}
