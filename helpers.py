@@ -36,7 +36,7 @@ import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import torch
@@ -318,7 +318,7 @@ def split_dataset(
         raise ValueError(
             f"val_size must be between 1 and {len(dataset) - 1} for {len(dataset)} samples, got {val_size}"
         )
-    if limit is not None and (not _is_whole(limit) or limit < 1):
+    if limit is not None and (not isinstance(limit, int) or isinstance(limit, bool) or limit < 1):
         raise ValueError(
             f"limit is how many training images to keep, a whole number of at least 1 (or None for all); got {limit!r}"
         )
@@ -1321,66 +1321,6 @@ def train_lesson(
         torch.save(model.state_dict(), save)
         print(f"saved the weights to {helpers_data.display_path(save)}")
     return {"model": model} | result
-
-
-# ==================================================================================================
-# 10. A notebook's settings, checked before any work (each notebook's set-up cell)
-# ==================================================================================================
-
-
-class Setting(NamedTuple):
-    """What one kind of notebook setting accepts: the words an error shows, and the check."""
-
-    accepts: str
-    ok: Callable[[Any], bool]
-
-
-def _is_whole(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def whole(low: int = 1, high: int | None = None, none: bool = False) -> Setting:
-    """A setting that is a whole number from `low` to `high` (a count of epochs, images, ...), or None if `none`."""
-    words = f"a whole number of at least {low}" + (f" and at most {high:,}" if high is not None else "")
-    return Setting(
-        f"None, or {words}" if none else words,
-        lambda v: (none and v is None) or (_is_whole(v) and v >= low and (high is None or v <= high)),
-    )
-
-
-DEVICE = Setting(
-    "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'", lambda v: v is None or isinstance(v, str)
-)
-SEED = Setting("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _is_whole(v) and 0 <= v < 2**63)
-PATH = Setting(
-    "None, or a path (a folder or a file)", lambda v: v is None or (isinstance(v, (str, Path)) and str(v).strip())
-)
-SWITCH = Setting("None, True or False", lambda v: v is None or isinstance(v, bool))
-SIZES = Setting(
-    "a list of sizes, whole numbers of at least 1, such as [128, 512]",
-    lambda v: isinstance(v, list) and bool(v) and all(_is_whole(n) and n >= 1 for n in v),
-)
-SEEDS = Setting(
-    "None, or a list of seeds, such as [1, 2, 3]",
-    lambda v: v is None or (isinstance(v, list) and bool(v) and all(SEED.ok(s) for s in v)),
-)
-
-
-def check_settings(namespace: dict[str, Any], **settings: Setting) -> None:
-    """Check a notebook's settings, each against its kind: a ValueError names a wrong one (every set-up cell).
-
-    A notebook's set-up cell calls it with `globals()` after its settings, so that a wrong value, typed there or
-    passed to a headless run (`-p NAME VALUE`), fails at once with what to write instead, before any work.
-    """
-    for name, (accepts, ok) in settings.items():
-        value = namespace.get(name)
-        if not ok(value):
-            raise ValueError(
-                f"the setting {name} must be {accepts}; it is {value!r}. Change it in the set-up cell at the top "
-                f"(or pass another to a headless run with -p {name} VALUE)"
-            )
-    if settings.get("device") is DEVICE and namespace.get("device") is not None:
-        as_device(namespace["device"], " (the setting device)")
 
 
 if __name__ == "__main__":

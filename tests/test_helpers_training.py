@@ -523,38 +523,6 @@ def test_a_progress_switch_that_is_neither_on_nor_off_is_named(value, monkeypatc
 
 # ---------------------------------------------------------------------------- a notebook's settings
 
-GOOD = {"device": None, "seed": 42, "sizes": [128, 512], "exercise_limit": None, "spread_seeds": None}
-KINDS = {
-    "device": helpers.DEVICE,
-    "seed": helpers.SEED,
-    "sizes": helpers.SIZES,
-    "exercise_limit": helpers.whole(1, 50_000, none=True),
-    "spread_seeds": helpers.SEEDS,
-}
-
-
-@pytest.mark.parametrize(
-    ("name", "value", "says"),
-    [
-        ("sizes", [], "sizes must be a list of sizes, whole numbers of at least 1, such as [128, 512]; it is []"),
-        ("sizes", 128, "sizes must be a list of sizes"),
-        ("exercise_limit", "abc", "exercise_limit must be None, or a whole number of at least 1 and at most 50,000"),
-        ("exercise_limit", 60_000, "exercise_limit must be None, or a whole number of at least 1 and at most 50,000"),
-        ("exercise_limit", 32.5, "exercise_limit must be None, or a whole number of at least 1"),
-        ("seed", -1, "seed must be a whole number from 0 to 2**63 - 1"),
-        ("spread_seeds", [], "spread_seeds must be None, or a list of seeds"),
-    ],
-)
-def test_a_wrong_setting_is_named_with_what_it_accepts(name, value, says):
-    helpers.check_settings(GOOD, **KINDS)  # the good values pass
-    with pytest.raises(ValueError, match=re.escape(says) + ".*Change it in the set-up cell"):
-        helpers.check_settings(GOOD | {name: value}, **KINDS)
-
-
-def test_a_device_setting_that_is_no_device_says_where_it_came_from():
-    with pytest.raises(ValueError, match=r"'tpu' \(the setting device\) is not a device name"):
-        helpers.check_settings(GOOD | {"device": "tpu"}, **KINDS)
-
 
 def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
     path = helpers.check_save_path(tmp_path / "runs" / "lesson.ckpt")

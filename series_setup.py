@@ -1,0 +1,320 @@
+"""What every notebook of the series does first: its settings checked, the seed, the data, the device, the exercises.
+
+A notebook opens with two cells. The settings cell (tagged `parameters`, papermill's convention; a form in Colab)
+holds the notebook's settings, `name = value`; a headless run changes them with papermill's `-p NAME VALUE`, which
+adds a cell after it. The set-up cell then installs these modules where they are missing (Colab, Kaggle: pinned to
+the notebook's version) and calls `start`, which checks every setting before any work, seeds, puts the data in place,
+picks the device, prints one line about the machine and binds the exercises' checks:
+
+    DEVICE, DATA, CHECKPOINT, (q1, q2, q3) = start("05_training", globals(), version="<version>")
+
+Relative paths in the settings are taken from the series' folder: the repository, where these modules are in a
+clone of it, else the working folder (Colab's /content). `python notebooks/series.py stamp` writes every set-up cell
+from `NOTEBOOKS` below.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import tomllib
+import warnings
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import helpers
+import helpers_data
+import helpers_exercises
+from helpers_exercises import ____  # noqa: F401  (the blank each exercise asks the learner to fill in)
+
+DISTRIBUTION = "pytorch-gpu-mnist"
+HERE = Path(__file__).resolve().parent
+
+
+# ==================================================================================================
+# What each kind of setting accepts
+# ==================================================================================================
+
+
+class Accepts(NamedTuple):
+    """What one kind of setting accepts: the words a refusal shows, and the test."""
+
+    words: str
+    ok: Callable[[Any], bool]
+
+
+def _is_whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def count_setting(low: int = 1, high: int | None = None, none: bool = False) -> Accepts:
+    """A whole number from `low` to `high` (epochs, images, processes, ...), or None when `none`."""
+    words = f"a whole number of at least {low}" + (f" and at most {high:,}" if high is not None else "")
+    return Accepts(
+        f"None, or {words}" if none else words,
+        lambda v: (none and v is None) or (_is_whole(v) and v >= low and (high is None or v <= high)),
+    )
+
+
+DEVICE_SETTING = Accepts(
+    "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
+    lambda v: v is None or (isinstance(v, str) and bool(v.strip())) or isinstance(v, helpers.torch.device),
+)
+SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _is_whole(v) and 0 <= v < 2**63)
+PATH_SETTING = Accepts(
+    "None, or a path (a folder or a file), such as 'data' or '~/mnist'",
+    lambda v: v is None or (isinstance(v, (str, Path)) and bool(str(v).strip())),
+)
+SWITCH_SETTING = Accepts("None, True or False", lambda v: v is None or isinstance(v, bool))
+SIZES_SETTING = Accepts(
+    "a list of sizes, whole numbers of at least 1, such as [128, 512]",
+    lambda v: isinstance(v, list) and bool(v) and all(_is_whole(n) and n >= 1 for n in v),
+)
+SEEDS_SETTING = Accepts(
+    "None, or a list of seeds, such as [1, 2, 3]",
+    lambda v: v is None or (isinstance(v, list) and bool(v) and all(SEED_SETTING.ok(s) for s in v)),
+)
+IMAGES = count_setting(1, 50_000, none=True)  # a number of training images: the training split holds 50,000
+
+
+def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
+    """Check each setting in `namespace` against what it accepts; a ValueError names the first wrong one."""
+    for name, (words, ok) in accepts.items():
+        value = namespace.get(name)
+        if not ok(value):
+            headless = (
+                f"-y '{name}: [1, 2]' (papermill reads a list as YAML)" if "list" in words else f"-p {name} VALUE"
+            )
+            raise ValueError(
+                f"the setting {name} must be {words}; it is {_shown(value)}. Change it in the settings cell at the "
+                f"top of the notebook (or pass another to a headless run: {headless})"
+            )
+    if "device" in accepts and namespace.get("device") is not None:
+        helpers.as_device(namespace["device"], " (the setting device)")
+
+
+def _shown(value: Any) -> str:
+    """`value` as a message shows it: its repr, cut short, and never too large to print."""
+    try:
+        text = repr(value)
+    except ValueError:  # an int too large to turn into text (sys.set_int_max_str_digits)
+        return f"a whole number of about {int(value.bit_length() * 0.30103):,} digits"
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# ==================================================================================================
+# Each notebook: its settings, and what its set-up gives it
+# ==================================================================================================
+
+
+class Notebook(NamedTuple):
+    """A notebook's settings and what `start` returns to it, in order (`stamp` writes its set-up cell from this)."""
+
+    settings: dict[str, Accepts]
+    returns: tuple[str, ...]  # from "DEVICE", "DATA", "CHECKPOINT", "WORK", and the exercises last
+    checkpoint: str = "runs/lesson.ckpt"  # where CHECKPOINT is unless the setting `checkpoint` says otherwise
+    saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
+    work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
+    describe: bool = True  # print the line about the device this run computes on
+
+
+COMMON = {"device": DEVICE_SETTING, "seed": SEED_SETTING}
+WITH_DATA = COMMON | {"data_root": PATH_SETTING}
+
+NOTEBOOKS = {
+    "01_gpu_runtime": Notebook(
+        COMMON | {"sizes": SIZES_SETTING, "repeats": count_setting(1)},
+        ("DEVICE",),
+    ),
+    "02_data_loading": Notebook(
+        WITH_DATA | {"exercise_limit": IMAGES},
+        ("DEVICE", "DATA", "exercises"),
+    ),
+    "03_model": Notebook(WITH_DATA, ("DEVICE", "DATA", "exercises")),
+    "04_device_transfer": Notebook(WITH_DATA, ("DEVICE", "DATA", "exercises")),
+    "05_training": Notebook(
+        WITH_DATA
+        | {
+            "checkpoint": PATH_SETTING,
+            "progress": SWITCH_SETTING,
+            "exercise_epochs": count_setting(1),
+            "exercise_limit": IMAGES,
+        },
+        ("DEVICE", "DATA", "CHECKPOINT", "exercises"),
+        saves_checkpoint=True,
+    ),
+    "06_plots": Notebook(
+        WITH_DATA
+        | {
+            "hidden_size": count_setting(1),
+            "checkpoint": PATH_SETTING,
+            "progress": SWITCH_SETTING,
+            "spread_seeds": SEEDS_SETTING,
+            "exercise_epochs": count_setting(1),
+        },
+        ("DEVICE", "DATA", "CHECKPOINT", "exercises"),
+    ),
+    "07_error_analysis": Notebook(
+        WITH_DATA | {"hidden_size": count_setting(1), "checkpoint": PATH_SETTING},
+        ("DEVICE", "DATA", "CHECKPOINT", "exercises"),
+    ),
+    "08_checkpoints": Notebook(
+        WITH_DATA | {"progress": SWITCH_SETTING, "work_dir": PATH_SETTING},
+        ("DEVICE", "DATA", "WORK", "exercises"),
+        work="runs/checkpoint-demo",
+    ),
+    "09_cpu_vs_gpu": Notebook(
+        WITH_DATA
+        | {
+            "bench_epochs": count_setting(1),
+            "bench_limit": IMAGES,
+            "matmul_sizes": SIZES_SETTING,
+            "profile_steps": count_setting(1),
+            "exercise_epochs": count_setting(1),
+            "work_dir": PATH_SETTING,
+        },
+        ("DEVICE", "DATA", "WORK", "exercises"),
+        work="runs/profile",
+    ),
+    "10_many_gpus": Notebook(
+        WITH_DATA
+        | {
+            "nprocs": count_setting(1, none=True),
+            "bench_epochs": count_setting(1),
+            "bench_limit": IMAGES,
+            "work_dir": PATH_SETTING,
+        },
+        ("DATA", "WORK", "exercises"),
+        work="runs/many_gpus",
+        describe=False,  # the notebook chooses its devices (every GPU, or processes on the CPU) and says so
+    ),
+    "11_gpu_speed": Notebook(
+        WITH_DATA
+        | {
+            "bench_epochs": count_setting(2),
+            "bench_limit": count_setting(1, 50_000),
+            "wide_limit": IMAGES,
+            "exercise_epochs": count_setting(1),
+        },
+        ("DEVICE", "DATA", "exercises"),
+    ),
+}
+
+
+# ==================================================================================================
+# Where the series is, and which version
+# ==================================================================================================
+
+
+def is_clone(folder: Path) -> bool:
+    """Whether `folder` is a copy of this repository (its modules with the notebooks' tools beside them)."""
+    return (folder / "helpers.py").is_file() and (folder / "notebooks" / "series.py").is_file()
+
+
+def series_folder() -> Path:
+    """Where relative paths in the settings start: the repository these modules are in, else the working folder."""
+    return HERE if is_clone(HERE) else Path.cwd()
+
+
+def _project() -> tuple[str, str]:
+    """The version of these modules and the repository they come from: the clone's pyproject.toml, else the
+    installed distribution's metadata (which pip wrote from that file)."""
+    if is_clone(HERE) and (HERE / "pyproject.toml").is_file():
+        with open(HERE / "pyproject.toml", "rb") as file:
+            project = tomllib.load(file)["project"]
+        return project["version"], project["urls"]["Repository"]
+    metadata = importlib.metadata.metadata(DISTRIBUTION)
+    urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL") or [])
+    return metadata["Version"], urls.get("Repository", "")
+
+
+def code_version() -> str:
+    """The version of these modules (git tag v<version>)."""
+    return _project()[0]
+
+
+def _notebook_file(namespace: dict[str, Any]) -> Path | None:
+    """The notebook's own file where its kernel knows it: Jupyter's `__session__`, VS Code's, papermill's."""
+    for key in ("__session__", "__vsc_ipynb_file__", "PAPERMILL_INPUT_PATH"):
+        value = namespace.get(key)
+        if isinstance(value, str) and value.endswith(".ipynb"):
+            return Path(value).expanduser().resolve()
+    return None
+
+
+def check_code(namespace: dict[str, Any], version: str | None) -> None:
+    """Refuse code that is not the notebook's: another clone's, or another version (each says how to get the right)."""
+    notebook = _notebook_file(namespace)
+    clone = next((p for p in notebook.parents if is_clone(p)), None) if notebook else None
+    if clone is not None and clone != HERE:
+        raise RuntimeError(
+            f"This notebook is in the copy of the series at {clone}, but the series' code was imported from {HERE}. "
+            f"Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again"
+        )
+    if version is not None and clone is None and (found := _project())[0] != version:
+        raise RuntimeError(
+            f"This notebook was written for version {version} of the series' code, and version {found[0]} is "
+            f"installed here. Install its own: run `%pip install --no-deps --force-reinstall "
+            f"git+{found[1]}@v{version}` in a cell, restart the kernel, run again"
+        )
+
+
+def _path(value: str | Path | None, default: str, folder: Path) -> Path:
+    """A path setting as the learner meant it: `~` expanded, a relative one taken from the series' folder."""
+    path = Path(value if value is not None else default).expanduser()
+    return path if path.is_absolute() else folder / path
+
+
+# ==================================================================================================
+# start: the one call of every set-up cell
+# ==================================================================================================
+
+
+def start(notebook: str, namespace: dict[str, Any], version: str | None = None, lang: str | None = None) -> tuple:
+    """Check the notebook's settings, seed, put MNIST in place, pick the device; return what its set-up names.
+
+    `namespace` is the notebook's `globals()`, where the settings cell (and papermill's `-p`) put the settings.
+    Returns, in the order of `NOTEBOOKS[notebook].returns`: the device, the data folder, the checkpoint or the work
+    folder, and a tuple of the exercises' checks (q1, q2, ...), which answer in `lang` (the Chinese edition's "zh").
+    """
+    if notebook not in NOTEBOOKS:
+        raise ValueError(f"{notebook!r} is not a notebook of the series; they are: {', '.join(NOTEBOOKS)}")
+    spec = NOTEBOOKS[notebook]
+    check_code(namespace, version)
+    check_settings(namespace, spec.settings)
+    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (02)
+    folder = series_folder()
+    given = {name: namespace.get(name) for name in spec.settings}
+    device = helpers.get_default_device(given["device"])
+    helpers.seed_everything(given["seed"])
+    made: dict[str, Any] = {"DEVICE": device}
+    if "data_root" in given:
+        made["DATA"] = _path(given["data_root"], "data", folder)
+        helpers_data.ensure_mnist(made["DATA"])
+    if "CHECKPOINT" in spec.returns:
+        made["CHECKPOINT"] = _path(given.get("checkpoint"), spec.checkpoint, folder)
+        if spec.saves_checkpoint:
+            try:
+                helpers.check_save_path(made["CHECKPOINT"])
+            except (ValueError, OSError) as err:  # a file in the way, a read-only folder: said before any training
+                raise ValueError(f"the setting checkpoint: {err}. Change it in the settings cell at the top") from None
+    if "WORK" in spec.returns:
+        made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
+        made["WORK"].mkdir(parents=True, exist_ok=True)
+    if spec.describe:
+        print(helpers.describe_run(device))
+    if "exercises" in spec.returns:
+        made["exercises"] = tuple(helpers_exercises.exercises(notebook, namespace, lang))
+    returned = tuple(made[name] for name in spec.returns)
+    return returned[0] if len(returned) == 1 else returned
+
+
+def setup_names(notebook: str) -> str:
+    """The left side of a set-up cell's `start` line, e.g. 'DEVICE, DATA, (q1, q2)' (`stamp` writes it)."""
+    spec = NOTEBOOKS[notebook]
+    count = len(helpers_exercises.REGISTRY.get(notebook, []))
+    names = [name for name in spec.returns if name != "exercises"]
+    if "exercises" in spec.returns:
+        qs = ", ".join(f"q{i}" for i in range(1, count + 1))
+        names.append(f"[{qs}]" if count == 1 else f"({qs})")
+    return ", ".join(names)

@@ -1,0 +1,257 @@
+"""series_setup.py, what every notebook's set-up cell calls: each setting checked before any work, with one message
+that names it; relative paths taken from the repository's folder wherever the kernel runs; the code refused when it
+is not the notebook's (another clone's, another version); what `start` returns; and papermill's own `-p` honoured.
+The set-up cell itself and the install it runs where the code is missing: test_setup_cell.py."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "notebooks"))
+
+from serieslib import pages  # noqa: E402
+
+import helpers  # noqa: E402
+import series_setup  # noqa: E402
+
+
+@pytest.fixture
+def no_work(monkeypatch):
+    """start() without its slow parts: the data's check and the exercises' binding record their calls instead."""
+    calls = []
+    monkeypatch.setattr(series_setup.helpers_data, "ensure_mnist", lambda root: calls.append(("data", root)))
+    monkeypatch.setattr(
+        series_setup.helpers_exercises, "exercises", lambda stem, ns, lang: calls.append(("q", stem)) or []
+    )
+    return calls
+
+
+def settings_of(stem: str) -> dict:
+    return pages.settings(nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4))
+
+
+# ---------------------------------------------------------------------------- the settings, checked first
+
+
+BAD = [
+    ("seed", "abc", "the setting seed must be a whole number from 0 to 2**63 - 1, such as 42; it is 'abc'"),
+    ("seed", -1, "it is -1"),
+    ("seed", True, "it is True"),
+    ("exercise_limit", 60_000, "None, or a whole number of at least 1 and at most 50,000; it is 60000"),
+    ("exercise_limit", 10**5000, "it is a whole number of about 5,000 digits"),
+    ("data_root", "", "None, or a path"),
+    ("progress", "yes", "None, True or False; it is 'yes'"),
+    ("device", 3, "None, or a device name such as 'cpu'"),
+]
+
+
+@pytest.mark.parametrize(("name", "value", "words"), BAD, ids=[f"{n}-{i}" for i, (n, _, _) in enumerate(BAD)])
+def test_a_bad_setting_stops_the_set_up_before_any_work_with_one_message(name, value, words, no_work):
+    namespace = settings_of("05_training") | {name: value}
+    with pytest.raises(ValueError) as raised:
+        series_setup.start("05_training", namespace)
+    assert words in str(raised.value)
+    assert str(raised.value).endswith(
+        f"settings cell at the top of the notebook (or pass another to a headless run: -p {name} VALUE)"
+    )
+    assert no_work == [], "nothing loaded, nothing bound"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "says"),
+    [
+        ("sizes", [], "sizes must be a list of sizes, whole numbers of at least 1, such as [128, 512]; it is []"),
+        ("sizes", 128, "sizes must be a list of sizes"),
+        ("repeats", 32.5, "repeats must be a whole number of at least 1; it is 32.5"),
+        ("seed", 2**63, "seed must be a whole number from 0 to 2**63 - 1"),
+    ],
+)
+def test_each_kind_of_setting_is_named_with_what_it_accepts(name, value, says, no_work):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        series_setup.start("01_gpu_runtime", settings_of("01_gpu_runtime") | {name: value})
+
+
+def test_spread_seeds_takes_none_or_a_list_of_seeds():
+    accepts = {"spread_seeds": series_setup.SEEDS_SETTING}
+    for good in (None, [1], [1, 2, 3]):
+        series_setup.check_settings({"spread_seeds": good}, accepts)
+    for bad in ([], [1, -1], 3, "1,2"):
+        with pytest.raises(ValueError, match="spread_seeds must be None, or a list of seeds"):
+            series_setup.check_settings({"spread_seeds": bad}, accepts)
+
+
+def test_a_device_setting_that_is_no_device_names_the_setting(no_work):
+    with pytest.raises(ValueError, match=r"'tpu' \(the setting device\) is not a device name"):
+        series_setup.start("02_data_loading", settings_of("02_data_loading") | {"device": "tpu"})
+
+
+def test_a_device_this_machine_lacks_is_refused_naming_the_setting(no_work):
+    with pytest.raises(ValueError, match=r"Device 'cuda:7' \(the setting device\) is not available on this machine"):
+        series_setup.start("02_data_loading", settings_of("02_data_loading") | {"device": "cuda:7"})
+    assert no_work == []
+
+
+def test_every_notebooks_defaults_pass_and_start_returns_what_its_set_up_cell_names(no_work, capsys, tmp_path):
+    for stem, spec in series_setup.NOTEBOOKS.items():
+        namespace = settings_of(stem) | {"work_dir": str(tmp_path / stem), "checkpoint": str(tmp_path / "c.ckpt")}
+        namespace = {k: v for k, v in namespace.items() if k in spec.settings}
+        returned = series_setup.start(stem, namespace)
+        returned = returned if isinstance(returned, tuple) else (returned,)
+        setup = pages.tagged(nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4), "setup")[0].source
+        names = setup.splitlines()[-1].split(" = start(")[0]
+        assert names == series_setup.setup_names(stem) and len(returned) == len(spec.returns), stem
+        for name, value in zip(spec.returns, returned):
+            expected = {"DEVICE": torch.device, "DATA": Path, "CHECKPOINT": Path, "WORK": Path, "exercises": tuple}
+            assert isinstance(value, expected[name]), (stem, name, value)
+    said = capsys.readouterr().out.splitlines()
+    assert len(said) == len([s for s in series_setup.NOTEBOOKS.values() if s.describe]), "one line a notebook"
+    assert all(line.startswith("This run computes on ") and "/" not in line for line in said), "no paths"
+
+
+def test_start_seeds_before_returning(no_work):
+    series_setup.start("03_model", settings_of("03_model") | {"seed": 7})
+    first = torch.rand(3)
+    series_setup.start("03_model", settings_of("03_model") | {"seed": 7})
+    assert torch.equal(first, torch.rand(3))
+
+
+def test_an_unknown_notebook_is_named_with_the_series_ones():
+    with pytest.raises(ValueError, match="'03_model-Copy1' is not a notebook of the series; they are: 01_gpu_runtime"):
+        series_setup.start("03_model-Copy1", {})
+
+
+# ---------------------------------------------------------------------------- paths mean what the learner typed
+
+
+@pytest.mark.parametrize("cwd", ["notebooks", "elsewhere"])
+def test_a_relative_path_starts_in_the_repositorys_folder_wherever_the_kernel_runs(cwd, no_work, tmp_path, monkeypatch):
+    """data_root="data" is the repository's data/, not notebooks/data (a second 55 MB copy), from any working folder;
+    `series.py run -p data_root data` passes the same words, so it means the same."""
+    monkeypatch.chdir(REPO / "notebooks" if cwd == "notebooks" else tmp_path)
+    namespace = settings_of("08_checkpoints") | {"data_root": "data", "work_dir": "runs/mine"}
+    device, data, work, _ = series_setup.start("08_checkpoints", namespace)
+    assert data == REPO / "data" and no_work[0] == ("data", REPO / "data")
+    assert work == REPO / "runs" / "mine" and work.is_dir()
+    assert not (REPO / "notebooks" / "data").exists() and not (tmp_path / "data").exists()
+
+
+def test_a_path_typed_with_a_tilde_means_the_home_folder(no_work, tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    _, data, _ = series_setup.start("03_model", settings_of("03_model") | {"data_root": "~/mnist"})
+    assert data == tmp_path / "mnist"
+
+
+def test_outside_a_clone_relative_paths_start_in_the_working_folder(no_work, tmp_path, monkeypatch):
+    """Colab and Kaggle install the modules: data/ beside the notebook, in /content, as the lesson's MNIST('data/')."""
+    monkeypatch.setattr(series_setup, "HERE", tmp_path / "site-packages")
+    monkeypatch.chdir(tmp_path)
+    _, data, _ = series_setup.start("03_model", settings_of("03_model"))
+    assert data == tmp_path / "data"
+
+
+def test_05_checks_that_its_checkpoint_can_be_written_before_training(no_work, tmp_path):
+    (tmp_path / "file").write_text("")
+    with pytest.raises(ValueError, match=r"^the setting checkpoint: cannot write to .*it is a file.*settings cell"):
+        series_setup.start("05_training", settings_of("05_training") | {"checkpoint": str(tmp_path / "file" / "c")})
+
+
+# ---------------------------------------------------------------------------- the notebook's own code
+
+
+def _clone(folder: Path) -> Path:
+    (folder / "notebooks").mkdir(parents=True)
+    (folder / "helpers.py").write_text("")
+    (folder / "notebooks" / "series.py").write_text("")
+    return folder
+
+
+def test_a_notebook_in_another_clone_refuses_this_code_and_says_how_to_use_its_own(no_work, tmp_path):
+    """Jupyter tells the kernel its notebook (`__session__`): a notebook of the clone at tmp_path must not silently
+    run the code installed from elsewhere."""
+    other = _clone(tmp_path / "other")
+    namespace = settings_of("03_model") | {"__session__": str(other / "notebooks" / "03_model.ipynb")}
+    with pytest.raises(RuntimeError) as raised:
+        series_setup.start("03_model", namespace)
+    assert f"in the copy of the series at {other}" in str(raised.value)
+    assert f"%pip install -e {other}" in str(raised.value)
+    here = settings_of("03_model") | {"__session__": str(REPO / "notebooks" / "03_model.ipynb")}
+    series_setup.start("03_model", here)  # its own clone: fine
+
+
+class _Metadata(dict):
+    """What importlib.metadata.metadata returns, for the fields series_setup reads."""
+
+    def get_all(self, name):
+        return self.get(name)
+
+
+def test_installed_code_of_another_version_is_refused_with_the_install_of_the_right_one(no_work, monkeypatch):
+    monkeypatch.setattr(series_setup, "HERE", Path("/site-packages"))
+    installed = {"Version": "2026.11.1", "Project-URL": [f"Repository, https://github.com/{pages.GITHUB}"]}
+    monkeypatch.setattr(series_setup.importlib.metadata, "metadata", lambda name: _Metadata(installed))
+    with pytest.raises(RuntimeError) as raised:
+        series_setup.start("03_model", settings_of("03_model"), version=pages.VERSION)
+    message = str(raised.value)
+    assert f"written for version {pages.VERSION} of the series' code, and version 2026.11.1 is installed" in message
+    assert f"git+https://github.com/{pages.GITHUB}@v{pages.VERSION}" in message
+    series_setup.start("03_model", settings_of("03_model"), version="2026.11.1")
+
+
+def test_the_version_of_a_clone_is_its_pyproject_s():
+    assert series_setup.code_version() == pages.VERSION
+
+
+# ---------------------------------------------------------------------------- papermill's -p, as its users use it
+
+
+def _papermill(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
+    """`papermill notebooks/01_gpu_runtime.ipynb out.ipynb OPTIONS`, as its users type it."""
+    out = tmp_path / "out.ipynb"
+    command = [sys.executable, "-m", "papermill", str(REPO / "notebooks" / "01_gpu_runtime.ipynb"), str(out)]
+    command += ["--cwd", str(REPO / "notebooks"), "--no-progress-bar", "-k", "python3", *options]
+    return subprocess.run(command, capture_output=True, text=True, timeout=600)
+
+
+def _outputs(path: Path) -> str:
+    nb = nbformat.read(path, as_version=4)
+    return "\n".join(
+        o.get("text", "") + o.get("evalue", "") for c in nb.cells if c.cell_type == "code" for o in c.outputs
+    )
+
+
+def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up(tmp_path):
+    """`papermill 01_gpu_runtime.ipynb out.ipynb -p seed 7 -y "sizes: [64, 96]"`: honoured (the timing table has
+    those sizes and no other); `-p seed abc` stops in the set-up cell with the settings check's message, and so does
+    a list given with -p, which papermill passes as text."""
+    done = _papermill(tmp_path, "-p", "device", "cpu", "-y", "sizes: [64, 96]", "-p", "repeats", "1", "-p", "seed", "7")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "cell with tag 'parameters'" not in done.stderr, "papermill found the settings cell"
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    (injected,) = pages.tagged(nb, "injected-parameters")
+    assert nb.cells.index(injected) == nb.cells.index(pages.settings_cell(nb)) + 1
+    table = [line.split() for line in _outputs(tmp_path / "out.ipynb").splitlines() if line.startswith("cpu ")]
+    assert [row[1] for row in table] == ["64", "96"], "the sizes given, and no other"
+    assert json.loads(json.dumps(nb.metadata["papermill"]["parameters"]))["seed"] == 7
+    as_text = _papermill(tmp_path, "-p", "sizes", "[64, 96]")
+    assert "the setting sizes must be a list of sizes" in as_text.stderr and "-y 'sizes: [1, 2]'" in as_text.stderr
+    bad = _papermill(tmp_path, "-p", "seed", "abc")
+    assert bad.returncode != 0
+    assert "the setting seed must be a whole number from 0 to 2**63 - 1, such as 42; it is 'abc'" in bad.stderr
+    failed = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    (setup,) = pages.tagged(failed, "setup")
+    assert [o.output_type for o in setup.outputs] == ["error"], "it stopped in the set-up cell"
+    assert all(not c.get("outputs") for c in failed.cells[failed.cells.index(setup) + 1 :]), "before any work"
+
+
+def test_helpers_no_longer_holds_the_settings_check():
+    """helpers.py is the lesson's module: the notebooks' settings machinery lives here, in series_setup."""
+    for name in ("check_settings", "Setting", "DEVICE", "SEED", "PATH", "SWITCH", "SIZES", "SEEDS", "whole"):
+        assert not hasattr(helpers, name), name
