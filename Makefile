@@ -34,8 +34,8 @@ lab: $(LEARNER_VENV)
 run: $(VENV)
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, then one pytest session: nbval executes every notebook once (small settings, written into each copy's
-## set-up cell in runs/test/prepared/) and compares its checked cells with the committed outputs; then every test,
+## Lint, then one pytest session: nbval executes every notebook once (small settings, set in each copy in
+## runs/test/prepared/ as papermill -p sets them) and compares its checked cells with the committed outputs; then every test,
 ## the notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 

@@ -1,10 +1,11 @@
 """Fetch one version of this series' code into a cache folder: with git, or without git as a zip archive.
 
-The notebooks' set-up cell downloads this file from the branch and calls fetch_series(cache, version) when it
-finds the code neither around the notebook nor in the cache folder of the notebook's version (Colab, Kaggle, a
-notebook downloaded on its own). It runs before the repository is there, so it uses the standard library only;
-and the set-up cells of every version released call it, so keep fetch_series(cache, version) working for them
-(and fetch_series(cache), which set-up cells from before versions call: they get the branch, as they did).
+Kept for the notebooks released up to version 2026.12.1: their set-up cell downloads this file from the branch and
+calls fetch_series(cache, version) when it finds the code neither around the notebook nor in the cache folder of the
+notebook's version (Colab, Kaggle, a notebook downloaded on its own). Notebooks since 2026.12.2 install the code with
+pip instead (pyproject.toml; series_setup.py), and never download this file. Keep fetch_series(cache, version)
+working for the released ones (and fetch_series(cache), which set-up cells from before versions call: they get the
+branch, as they did). It runs before the repository is there, so it uses the standard library only.
 SERIES_REPO_URL, SERIES_BRANCH and SERIES_ARCHIVE_URL (where {ref} stands for refs/tags/<tag> or
 refs/heads/<branch>) fetch from elsewhere: the tests' stand-ins for GitHub.
 """
@@ -18,12 +19,8 @@ import urllib.request
 import zipfile
 from pathlib import Path
 
-# The repository's address, its one definition: `series.py stamp` writes it into every notebook's badge and
-# set-up cell. A fork changes it here, then runs `python notebooks/series.py stamp`.
+# Where the released set-up cells fetch from: the repository pyproject.toml names (a test keeps the two equal).
 GITHUB, BRANCH = "gpu-lessons/pytorch-gpu-mnist", "main"
-# The version of the series' code, its one definition: `series.py stamp` writes it into every notebook's set-up
-# cell, which then fetches git tag v<SERIES_VERSION> (or the branch, saying so, while that tag is not pushed).
-SERIES_VERSION = "2026.12.1"
 
 
 def fetch_series(cache: Path, version: str | None = None) -> Path:

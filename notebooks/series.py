@@ -4,7 +4,7 @@
     python notebooks/series.py prepare [--out runs/test]  # copies with the test settings, for nbval (make test)
     python notebooks/series.py refresh                    # execute the committed notebooks in place
     python notebooks/series.py adopt runs/gpu/latest      # or take the outputs of a run (a GPU's) instead
-    python notebooks/series.py stamp                      # rewrite badges and set-up cells from fetch_series.py
+    python notebooks/series.py stamp                      # rewrite badges and set-up cells from pyproject.toml
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
     python notebooks/series.py bench-report               # MAINTAINERS.md's measured block from runs/bench/
 
@@ -19,7 +19,7 @@ import sys
 from pathlib import Path
 
 import nbformat
-from serieslib.pages import REPO, notebook_paths, settings, shown, stamp
+from serieslib.pages import REPO, notebook_paths, settings, shown, stamp, stray_note
 from serieslib.translation import LANGUAGES, TranslationError, translate
 
 sys.path.append(str(REPO))  # the series' modules (helpers, ...), which some commands use
@@ -57,7 +57,7 @@ def _check_selection(args: argparse.Namespace) -> None:
             raise SystemExit(
                 f"no selected notebook has the setting(s) {', '.join(unused)}; they have: {', '.join(sorted(declared))}"
             )
-        check_kinds({k: _parse_value(v) for k, v in args.parameter}, notebooks)
+        check_kinds({k: _parse_value(v) for k, v in args.parameter}, list(notebooks))
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -148,7 +148,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar=("NAME", "VALUE"),
-        help="set a setting in every notebook that has it, e.g. -p device cpu",
+        help="set a setting in every notebook that has it, as papermill -p does, e.g. -p device cpu; a relative path "
+        "is taken from the repository's folder, as in the notebooks",
     )
     parser.add_argument(
         "--out", type=Path, help="folder for the run (default: runs/; prepare: runs/test); bench-report: its file"
@@ -175,6 +176,8 @@ def main(argv: list[str] | None = None) -> None:
         if not args.names or not Path(args.names[0]).is_dir():
             raise SystemExit("adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest")
         args.folder, args.names = args.names[0], args.names[1:]
+    if note := stray_note():  # a copy JupyterLab's Duplicate made, a scratch notebook: said, and left alone
+        print(note, file=sys.stderr)
     try:
         _check_selection(args)
         COMMANDS[args.command](args)

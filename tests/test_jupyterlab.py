@@ -77,6 +77,7 @@ def lab(data_root, tmp_path_factory):
     news.parent.mkdir(parents=True)
     news.write_text('{"fetchNews": "false", "checkForUpdates": false}')  # no "receive Jupyter news?" toast
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"} | {k: str(v) for k, v in dirs.items()}
+    env["PYTHONPATH"] = str(repo)  # the copy's own modules, as `pip install -e .` in the copy would give its kernels
     env |= {"HELPERS_PROGRESS": "1", "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}"]
     command += ["--port-retries=0", f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={repo}"]
@@ -166,7 +167,7 @@ def test_planted_error_is_reported(browser, lab):
     notebook["cells"].insert(after + 1, planted | {"source": 'raise ValueError("planted")', "id": "planted"})
     (lab["repo"] / "notebooks" / "01_planted.ipynb").write_text(json.dumps(notebook))
     problems, _ = run_in_lab(browser, lab, "notebooks/01_planted.ipynb", "01_planted")
-    assert "code cell 1: ValueError: planted" in problems, problems  # counted from 0: the set-up cell is 0
+    assert "code cell 2: ValueError: planted" in problems, problems  # from 0: the settings cell 0, the set-up 1
     assert "run all cells: failed" in " ".join(problems)
 
 

@@ -10,6 +10,7 @@ import json
 import re
 import sys
 import tokenize
+import types
 from pathlib import Path
 
 import nbformat
@@ -51,19 +52,31 @@ def test_the_series_is_complete():
     assert [p.stem for p in NOTEBOOKS] == EXPECTED
 
 
+def code_lines(source: str) -> list[str]:
+    """The lines of a cell a reader reads as code: not blank, not a comment."""
+    return [line for line in source.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_structure(path):
-    """The title, one folded set-up cell, then the lesson's text: nothing else a learner must pass first."""
+    """The title, the settings cell, a set-up cell read at a glance, then the lesson's text: nothing else first."""
     nb = nbformat.read(path, as_version=4)
-    title, setup, text = nb.cells[:3]
+    title, settings, setup, text = nb.cells[:4]
     lines = title.source.splitlines()
     assert title.cell_type == "markdown" and lines[0].startswith("# ") and lines[1:] == [pages.badge(path.name)]
     assert "BADGE" not in title.source
-    assert "setup" in setup.metadata.get("tags", []) and pages.tagged(nb, "setup") == [setup], "the one set-up cell"
-    assert setup.metadata["cellView"] == "form" and setup.metadata["jupyter"]["source_hidden"], "folded"
-    assert pages.SETUP.split("\n", 1)[1] in setup.source, "the series' code, as stamped from setup_cell.py"
+    assert pages.tagged(nb, "parameters") == [settings], "papermill's settings cell, the first code cell"
+    assert settings.source.startswith('# @title Settings { display-mode: "form" }\n'), "a Colab form"
+    for line in code_lines(settings.source):  # each setting a field of the form, with the words above it
+        assert pages.SETTING.match(line) and '  # @param {type:"' in line, line
+        above = settings.source.splitlines()[settings.source.splitlines().index(line) - 1]
+        assert above.startswith("# @markdown ") and len(above) > len("# @markdown ") + 10, f"no words for {line}"
+    assert pages.tagged(nb, "setup") == [setup] and setup.source == pages.setup_source(path.stem), "as stamped"
+    assert len(code_lines(setup.source)) <= 8 and "exec(" not in setup.source, "read at a glance"
+    for cell in (settings, setup):
+        assert cell.metadata["cellView"] == "form" and cell.metadata["jupyter"]["source_hidden"], "folded"
     assert text.cell_type == "markdown" and "**What to expect.**" in text.source, "then the lesson's text"
-    assert not pages.tagged(nb, "parameters") and not pages.tagged(nb, "injected-parameters")
+    assert not pages.tagged(nb, "injected-parameters"), "papermill adds that cell to a run's copy only"
     assert {"device", "seed"} <= set(pages.settings(nb))
     nav = pages.tagged(nb, "nav")
     assert not pages.tagged(nb, "metrics"), "no results cell: the metadata names the results, runs record them"
@@ -79,7 +92,7 @@ ADVANCED = [p for p in NOTEBOOKS if p.stem >= "07"]
 
 @pytest.mark.parametrize("path", ADVANCED, ids=[p.stem for p in ADVANCED])
 def test_07_to_11_say_at_the_top_that_they_are_optional_and_what_they_assume(path):
-    text = nbformat.read(path, as_version=4).cells[2].source
+    text = nbformat.read(path, as_version=4).cells[3].source
     assert text.startswith("**Optional, beyond the lesson.**") and "assumes notebook" in text.split("\n\n")[0]
 
 
@@ -202,20 +215,15 @@ def test_the_lessons_code_agrees_with_helpers(data_root):
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
-def test_every_setting_is_checked_in_the_set_up_cell_before_any_work(path):
-    """The set-up cell declares each setting's kind and checks them all once the series' code is imported, before
-    anything else; the defaults pass their own check."""
-    import helpers
+def test_every_setting_is_one_the_set_up_checks_and_its_default_passes(path):
+    """The settings cell declares exactly the settings series_setup checks for the notebook, and each default passes
+    its own check (the order, the check before any work, is series_setup's: test_series_setup.py)."""
+    import series_setup
 
-    nb = nbformat.read(path, as_version=4)
-    (setup,) = pages.tagged(nb, "setup")
-    values, kinds = pages.settings(nb), pages.setting_kinds(nb)
-    assert set(kinds) == set(values), "a kind for every setting, and no other"
-    helpers.check_settings(values, **{name: eval(kind, {"helpers": helpers}) for name, kind in kinds.items()})
-    body = ast.parse(setup.source).body
-    after = [node for node in body[[ast.unparse(n) for n in body].index("import helpers") + 1 :]]
-    first = next(node for node in after if not isinstance(node, ast.Import | ast.ImportFrom))
-    assert ast.unparse(first).startswith("helpers.check_settings(globals(),"), "the check before anything else runs"
+    values = pages.settings(nbformat.read(path, as_version=4))
+    accepts = series_setup.NOTEBOOKS[path.stem].settings
+    assert list(values) == list(accepts), "the same settings, in the same order"
+    series_setup.check_settings(values, accepts)
 
 
 def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, monkeypatch, capsys):
@@ -290,13 +298,10 @@ def test_every_exercise_has_a_cell_for_the_learner_and_one_folded_solution(path)
 
     nb = nbformat.read(path, as_version=4)
     exercises = helpers_exercises.REGISTRY[path.stem]
-    names = ", ".join(f"q{e.number}" for e in exercises) if len(exercises) > 1 else "[q1]"
-    binding = [
-        c
-        for c in nb.cells
-        if c.cell_type == "code" and f'helpers_exercises.exercises("{path.stem}", globals())' in c.source
-    ]
-    assert len(binding) == 1 and f"{names} = helpers_exercises.exercises(" in binding[0].source, names
+    names = ", ".join(f"q{e.number}" for e in exercises)
+    binding = pages.tagged(nb, "setup")  # the set-up's start(...) binds the exercises: ..., (q1, q2) = start(...)
+    last = binding[0].source.splitlines()[-1]
+    assert last.split(" = start(")[0].endswith(f"({names})" if len(exercises) > 1 else "[q1]"), last
     solutions = pages.tagged(nb, "solution")
     assert len(solutions) == len(exercises), "one worked solution per exercise"
     codes = [exercises_md.solution_code(solution) for solution in solutions]  # each one folded, with its code
@@ -628,8 +633,9 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
     cell = next(c for c in nb.cells if c.id == "c10-25")
     shell = interactiveshell.InteractiveShell.instance()
     shell.user_ns.update(
-        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
-        REPO=place / "repo", DATA=place / "data", WORK=place / "work",
+        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2, Path=Path,
+        helpers_ddp=types.SimpleNamespace(__file__=str(place / "repo" / "helpers_ddp.py")),
+        DATA=place / "data", WORK=place / "work",
         max_difference=lambda a, b: max((a[k] - b[k]).abs().max().item() for k in a),
     )  # fmt: skip
     shell.run_cell(cell.source, silent=True).raise_error()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from papermill.iorw import load_notebook_node
+from papermill.parameterize import parameterize_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
@@ -41,22 +43,28 @@ def test_results_read_as_a_person_reads_them():
 # ---------------------------------------------------------------------------- runs: prepare, run, adopt
 
 
-def test_prepare_writes_the_test_settings_into_the_set_up_cell_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
+def injected(nb) -> dict:
+    """The settings papermill's parameterization set: the assignments of the cell it adds after the settings cell."""
+    (cell,) = pages.tagged(nb, "injected-parameters")
+    assert nb.cells.index(cell) == nb.cells.index(pages.settings_cell(nb)) + 1, "right after the settings cell"
+    namespace: dict = {}
+    exec(cell.source, namespace)
+    return {k: v for k, v in namespace.items() if not k.startswith("__")}
+
+
+def test_prepare_sets_the_test_settings_as_papermill_does_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
     (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
-    (setup,) = pages.tagged(nb, "setup")
-    assert not pages.tagged(nb, "injected-parameters") and not pages.tagged(nb, "parameters"), "no cell added"
-    assert pages.settings(nb) == pages.settings(committed) | {
+    assert pages.settings_cell(nb).source == pages.settings_cell(committed).source, "the settings cell as committed"
+    assert injected(nb) == {
         "device": "cpu",
         "exercise_epochs": 1,
         "spread_seeds": [1, 2],
         "progress": False,
         "checkpoint": str(tmp_path / "test" / "lesson.ckpt"),
-    }, "the test settings the notebook has, written where a learner changes them, and only those"
-    assert "exercise_epochs = 1  # epochs of the Fashion-MNIST exercise" in setup.source, "each line's comment kept"
-    assert "bench_limit" not in setup.source
+    }, "the test settings the notebook has, in papermill's own cell, and only those"
     (recorder,) = pages.tagged(nb, "metrics")
     assert recorder is nb.cells[-1] and recorder.source == results.results_cell(committed).source, "added last"
     assert not recorder.outputs and not pages.tagged(committed, "metrics"), "at run time only"
@@ -64,7 +72,8 @@ def test_prepare_writes_the_test_settings_into_the_set_up_cell_and_keeps_the_com
     (proof,) = pages.tagged(nb, "solution-proof")
     assert nb.cells.index(proof) == nb.cells.index(solution) + 1 and "fashion_test_acc = " in proof.source
     assert proof.source.endswith('q1.check()\nassert q1.passed, "Solution 1 does not pass its check"')
-    rest = [c for c in nb.cells if c not in (recorder, proof)]
+    added = (recorder, proof, *pages.tagged(nb, "injected-parameters"))
+    rest = [c for c in nb.cells if c not in added]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
     assert pages.tagged(nb, "nbval-check-output")
     (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
@@ -76,7 +85,7 @@ def test_each_run_keeps_its_scratch_files_in_its_own_folder(tmp_path):
     the like, which an open notebook (or another run) uses at the same time."""
     for stem in ("08_checkpoints", "09_cpu_vs_gpu", "10_many_gpus"):
         nb = runs._prepared(REPO / "notebooks" / f"{stem}.ipynb", {"device": "cpu"}, tmp_path / "run")
-        assert pages.settings(nb)["work_dir"] == str(tmp_path / "run" / "work" / stem)
+        assert injected(nb)["work_dir"] == str(tmp_path / "run" / "work" / stem)
         committed = nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)
         assert pages.settings(committed)["work_dir"] is None, "an open notebook keeps its own default folder"
 
@@ -98,7 +107,7 @@ def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkey
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell("# 01 · A stand-in"),
-        nbformat.v4.new_code_cell("# @title Set-up\nsize = 2  # points\ndevice = None", metadata={"tags": ["setup"]}),
+        nbformat.v4.new_code_cell("# @title Settings\nsize = 2\ndevice = None", metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell("import matplotlib.pyplot as plt\nplt.plot(range(size))\nplt.show()"),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -123,11 +132,11 @@ def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkey
 
 def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
     """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages;
-    the settings the run wrote into the set-up cell stay the run's."""
+    the cells the run added (papermill's settings, the results) stay the run's."""
     folder = tmp_path / "notebooks"
     shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
     monkeypatch.setattr(pages, "NOTEBOOKS", folder)
-    nb = pages.with_settings(nbformat.read(folder / "03_model.ipynb", as_version=4), {"device": "cuda"})  # a run's
+    nb = parameterize_notebook(load_notebook_node(str(folder / "03_model.ipynb")), {"device": "cuda"})  # a run's
     changed = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
     changed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
     recorder = results.results_cell(nb)  # as a run appends it, executed
@@ -141,7 +150,7 @@ def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
         adopted = nbformat.read(path, as_version=4)
         code = [c for c in adopted.cells if c.cell_type == "code"]
         assert not pages.tagged(adopted, "metrics") and pages.settings(adopted)["device"] is None
-        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 1
+        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2, "no results, no injected cell"
         assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
         assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]
     (setup,) = pages.tagged(nb, "setup")

@@ -20,7 +20,7 @@ sys.path.insert(0, str(REPO / "notebooks"))
 import series  # noqa: E402
 from serieslib import adopt, checks, pages, runs  # noqa: E402
 
-SETTINGS = "# @title Set-up\nsize = 2\ndevice = None\ndata_root = None  # a path\ncheckpoint = None"
+SETTINGS = "# @title Settings\nsize = 2\ndevice = None\ndata_root = None  # a path\ncheckpoint = None"
 RESULTS = [
     "{",
     '    "size": size,',
@@ -32,12 +32,12 @@ RESULTS = [
 
 
 def stand_in(folder: Path, stem: str, code: str = "print(size)") -> Path:
-    """A notebook of the series' shape in `folder`: a title, a set-up cell of settings, `code`, results in metadata."""
+    """A notebook of the series' shape in `folder`: a title, a settings cell, `code`, results in metadata."""
     folder.mkdir(exist_ok=True)
     nb = nbformat.v4.new_notebook()
     nb.cells = [
         nbformat.v4.new_markdown_cell(f"# {stem}"),
-        nbformat.v4.new_code_cell(SETTINGS, metadata={"tags": ["setup"]}),
+        nbformat.v4.new_code_cell(SETTINGS, metadata={"tags": ["parameters"]}),
         nbformat.v4.new_code_cell(code),
     ]
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
@@ -184,10 +184,9 @@ def test_run_refuses_a_bad_device_once_before_any_kernel_starts(tmp_path, no_ker
     assert not (tmp_path / "runs").exists(), "nothing made"
 
 
-def test_run_resolves_paths_where_the_command_was_typed_and_mixes_names_and_parameters(
-    series_of, tmp_path, monkeypatch
-):
-    """`series.py run -p device cpu 01_stand_in -p data_root data`: data/ beside the user, not in notebooks/."""
+def test_run_passes_paths_as_typed_and_mixes_names_and_parameters(series_of, tmp_path, monkeypatch):
+    """`series.py run -p device cpu 01_stand_in -p data_root data`: the notebook gets "data", and takes it from the
+    repository's folder as a learner's setting is (test_series_setup.py), wherever the command was typed."""
     series_of(**{"01_stand_in": "print(size)"})
     monkeypatch.chdir(tmp_path)
     series.main(
@@ -209,7 +208,7 @@ def test_run_resolves_paths_where_the_command_was_typed_and_mixes_names_and_para
     )
     (out,) = [p for p in (tmp_path / "runs").iterdir() if p.name != "latest"]
     metrics = json.loads((out / "metrics.json").read_text())["01_stand_in"]
-    assert metrics["data_root"] == str(tmp_path / "data") and metrics["checkpoint"] == str(tmp_path / "c.pt")
+    assert metrics["data_root"] == "data" and metrics["checkpoint"] == "c.pt"
 
 
 # ---------------------------------------------------------------------------- 5. Ctrl-C and a dead kernel

@@ -1,7 +1,8 @@
-"""The set-up cell (notebooks/setup_cell.py) and the fetcher it downloads (notebooks/fetch_series.py), in each place
-a notebook is opened: local Jupyter, Kaggle, a lone notebook without git, Colab; without internet; with the version
-of the code a notebook was stamped with, whatever else the cache holds; and the faults a learner meets, each in one
-line that names the folder or address and what to do."""
+"""The set-up cell, read at a glance and stamped from pyproject.toml's version and address: it installs the series'
+code pinned to its tag where the code is missing (Colab, Kaggle, a notebook on its own), never touching PyTorch, and
+only there. And notebooks/fetch_series.py, which the set-up cells of the versions released before 2026.12.2 download
+and run from the branch: each place they are opened (local Jupyter, Kaggle, a lone notebook without git, Colab),
+without internet, with the version they were stamped with, and the faults a learner meets, each in one line."""
 
 import ast
 import os
@@ -10,8 +11,8 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from string import Template
 
-import nbformat
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
@@ -20,8 +21,8 @@ sys.path.insert(0, str(REPO / "notebooks"))
 import fetch_series  # noqa: E402
 from serieslib import pages  # noqa: E402
 
-VERSION = fetch_series.SERIES_VERSION
-NAME = Path(fetch_series.GITHUB).name  # the cache's folder, in ~/.cache
+VERSION = pages.VERSION
+NAME = Path(pages.GITHUB).name  # the repository's name, and the legacy cache's folder in ~/.cache
 GIT = [
     "-c",
     "user.name=test",
@@ -38,6 +39,39 @@ OFFLINE = {
     "SERIES_ARCHIVE_URL": "file:///x",
 }
 
+# The set-up cell of the released notebooks up to v2026.12.1, as `stamp` wrote it: it downloads
+# notebooks/fetch_series.py from the branch and runs it, so that file stays, and keeps working for them.
+LEGACY_SETUP = Template(
+    """# @title Set-up: this notebook's settings and the series' code { display-mode: "form" }
+import os
+import sys
+import urllib.request
+import warnings
+from pathlib import Path
+
+VERSION = "$version"  # the version of the series' code this notebook belongs to (its git tag: v, then VERSION)
+CACHE = Path(os.environ.get("SERIES_CACHE") or Path.home() / ".cache" / "$repo_name").expanduser() / VERSION
+REPO = next((p for p in [Path.cwd(), *Path.cwd().parents] if (p / "notebooks/series.py").is_file()), CACHE)
+if not (REPO / "helpers.py").is_file():  # Colab, Kaggle, a notebook on its own: fetch_series.py fetches VERSION
+    URL = os.environ.get("SERIES_FETCH_URL", "https://raw.githubusercontent.com/$github/$branch/")
+    try:
+        exec(urllib.request.urlopen(URL + "notebooks/fetch_series.py", timeout=60).read(), fetched := {})
+    except OSError as err:  # no internet: one message that says what to do, not urllib's traceback
+        raise RuntimeError(f"Cannot download {URL}: {err}. Turn internet on (Kaggle: Settings > Internet)") from None
+    except (SyntaxError, ValueError):  # not Python but a web page: a captive portal's login page, a proxy's notice
+        raise RuntimeError(f"{URL} sent a web page, not Python: log in to the Wi-Fi, or check the connection") from None
+    REPO = fetched["fetch_series"](CACHE, VERSION)
+sys.path.insert(0, str(REPO))
+warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (notebook 02)
+print(f"Series code v{VERSION} from {REPO if REPO == CACHE else 'the repository around this notebook'}")
+import helpers"""
+)
+
+
+def legacy_setup(version: str = VERSION) -> str:
+    """A released notebook's set-up cell, stamped with `version`."""
+    return LEGACY_SETUP.substitute(github=pages.GITHUB, branch="main", repo_name=NAME, version=version)
+
 
 def _setup_in(cwd, env_overrides, path=None, code=None):
     """Run the set-up cell (or `code`) as a notebook kernel would, in `cwd` with these environment variables."""
@@ -48,9 +82,9 @@ def _setup_in(cwd, env_overrides, path=None, code=None):
     if code is None:
         # The cell as it is, but where it would import helpers (and so PyTorch), find it: the import works
         # when the spec is found, and the whole cell, import included, runs in the Colab test below.
-        assert pages.SETUP.endswith("\nimport helpers")
+        assert legacy_setup().endswith("\nimport helpers")
         found = "import importlib.util\nprint('HELPERS=' + importlib.util.find_spec('helpers').origin)\n"
-        code = pages.SETUP.removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
+        code = legacy_setup().removesuffix("import helpers") + "print('REPO=' + str(REPO))\n" + found
     return subprocess.run([sys.executable, "-c", code], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
@@ -81,7 +115,7 @@ def _archive(tree: Path, ref: str, archives: Path, prefix: str) -> None:
 
 def _publish(tree: Path, bare: Path) -> None:
     """Push `tree`'s HEAD as branch main, and its tags, to a new bare repository `bare`: GitHub's stand-in."""
-    subprocess.run(["git", "init", "-q", "--bare", str(bare)], check=True)
+    subprocess.run(["git", "init", "-q", "--bare", "--initial-branch=main", str(bare)], check=True)
     subprocess.run(["git", "-C", str(tree), "push", "-q", str(bare), "HEAD:refs/heads/main", "--tags"], check=True)
 
 
@@ -144,19 +178,14 @@ def versions(tmp_path_factory):
 
 
 @pytest.fixture
-def stamped(tmp_path, monkeypatch):
-    """stamped(version): the set-up cell that `stamp` writes into a notebook for that version of the code (into a
-    copy of notebook 01, never the series' own), with a line that shows which helpers it imported."""
+def stamped():
+    """stamped(version): a released notebook's set-up cell for that version of the code, with a line that shows
+    which helpers it imported."""
 
     def cell(version: str) -> str:
-        monkeypatch.setattr(pages, "SETUP", pages.setup_source(version))
-        path = tmp_path / f"stamped-{version}" / pages.notebook_paths()[0].name
-        path.parent.mkdir(exist_ok=True)
-        shutil.copy2(pages.notebook_paths()[0], path)
-        pages.stamp(path)
-        source = pages.tagged(nbformat.read(path, as_version=4), "setup")[0].source
+        source = legacy_setup(version)
         assert f'VERSION = "{version}"' in source and "$" not in source
-        fetched = source.split("\nimport helpers\n")[0] + "\nimport helpers"  # the notebook's own check follows
+        fetched = source.split("\nimport helpers")[0] + "\nimport helpers"
         return fetched + "\nprint('HELPERS', helpers.VERSION, helpers.__file__)\n"
 
     return cell
@@ -169,48 +198,115 @@ def _no_git(tmp_path: Path) -> str:
     return str(folder)
 
 
-# ---------------------------------------------------------------------------- the cell and its definitions
+# ---------------------------------------------------------------------------- the set-up cell
 
 
-def test_setup_cell_is_short():
-    """A learner who unfolds it reads it at a glance (the fetching is in notebooks/fetch_series.py); stamped into
-    the notebooks, which ruff lints too, no line is longer than 120 characters."""
-    # 20, two lines for the imports one to a line, and one that quiets the warning the lesson's pin_memory=True gives
-    # without a GPU (here once for every notebook, where 03, 04 and 05 each had it in a cell of their own)
-    assert len(pages.SETUP.splitlines()) <= 23
-    assert max(len(line) for line in pages.SETUP.splitlines()) <= 120
+def test_the_set_up_cell_is_read_at_a_glance_and_runs_nothing_downloaded_in_sight():
+    for path in pages.notebook_paths():
+        source = pages.setup_source(path.stem)
+        code = [line for line in source.splitlines() if line.strip() and not line.startswith("#")]
+        assert len(code) <= 8, path.stem
+        assert "exec(" not in source and "urlopen" not in source and "fetch_series" not in source
+        assert max(len(line) for line in source.splitlines()) <= 120
 
 
-def test_setup_fetcher_uses_the_standard_library_only():
+def test_the_version_and_the_address_are_written_once_in_pyproject_and_stamped_into_every_set_up_cell():
+    """pyproject.toml's version names a git tag, v<version>: each set-up cell installs that tag and tells `start`
+    which version it expects; the badges open the repository pyproject.toml names."""
+    assert re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", VERSION), "a tag name"
+    for path in pages.notebook_paths():
+        source = pages.setup_source(path.stem)
+        assert f"git+https://github.com/{pages.GITHUB}@v{VERSION}\n" in source
+        assert source.endswith(f'start("{path.stem}", globals(), version="{VERSION}")')
+    assert pages.setup_source("03_model", "7") == pages.setup_source("03_model").replace(VERSION, "7")
+    assert f"/github/{pages.GITHUB}/blob/main/notebooks/" in pages.badge("01_gpu_runtime.ipynb")
+    tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py")]
+    tooling += [*REPO.glob("helpers*.py"), REPO / "series_setup.py"]
+    assert [p.name for p in tooling if VERSION in p.read_text(encoding="utf-8")] == [], "one definition"
+    assert [p.name for p in tooling if pages.GITHUB in p.read_text(encoding="utf-8")] == [], "one definition"
+
+
+def _pip_line(stem: str = "05_training") -> list[str]:
+    """The arguments of the set-up cell's `%pip install ...`."""
+    (line,) = [line.strip() for line in pages.setup_source(stem).splitlines() if line.strip().startswith("%pip")]
+    return line.split()[1:]
+
+
+def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_path, origin):
+    """The cell's own `%pip install` line, run as Colab runs it, against a stand-in for GitHub (git's insteadOf
+    sends https://github.com/<repository> to a local bare repository tagged v<version>): it installs the modules
+    and the files the exercises read, at that version, and no dependency (Colab's PyTorch stays)."""
+    site = tmp_path / "site"
+    arguments = _pip_line()
+    assert arguments[:3] == ["install", "--quiet", "--no-deps"], "no dependency: never a second PyTorch"
+    env = os.environ | {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": f"url.{origin['SERIES_REPO_URL']}.insteadOf",
+        "GIT_CONFIG_VALUE_0": f"https://github.com/{pages.GITHUB}",
+        "PIP_NO_INPUT": "1",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", *arguments, "--target", str(site)], env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert {"helpers.py", "helpers_data.py", "helpers_exercises.py", "series_setup.py"} <= {
+        p.name for p in site.glob("*.py")
+    }
+    assert not (site / "torch").exists() and not list(site.glob("torch-*")), "no PyTorch"
+    check = (
+        "import series_setup, helpers_exercises\n"
+        "print(series_setup.HERE, series_setup.code_version(), series_setup.is_clone(series_setup.HERE))\n"
+        "print(len(helpers_exercises.solutions('05_training')))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", check],
+        env=os.environ | {"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    here, version, clone, solutions = ran.stdout.split()
+    assert (here, version, clone) == (str(site), VERSION, "False"), ran.stderr
+    assert int(solutions) >= 1, "the worked solutions, read from the installed notebooks"
+
+
+def test_the_released_cells_fetcher_uses_the_standard_library_only():
     """fetch_series.py runs before the repository is there."""
     tree = ast.parse((REPO / "notebooks" / "fetch_series.py").read_text(encoding="utf-8"))
     imported = {a.name for node in ast.walk(tree) if isinstance(node, ast.Import) for a in node.names}
     imported |= {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     assert {name.split(".")[0] for name in imported} <= sys.stdlib_module_names
+    assert fetch_series.GITHUB == pages.GITHUB, "it fetches from the repository pyproject.toml names"
 
 
-def test_the_repositorys_address_is_written_once_in_fetch_series_and_stamped_everywhere():
-    """The set-up cell downloads fetch_series.py from, and the badges open, the repository fetch_series.py names."""
-    github, branch = fetch_series.GITHUB, fetch_series.BRANCH
-    assert f'"https://raw.githubusercontent.com/{github}/{branch}/"' in pages.SETUP and "$" not in pages.SETUP
-    assert f'/ ".cache" / "{NAME}").expanduser() / VERSION' in pages.SETUP, "the copies' folder is named after it"
-    assert f"/github/{github}/blob/{branch}/notebooks/" in pages.badge("01_gpu_runtime.ipynb")
-    tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
-    assert [p.name for p in tooling if github in p.read_text(encoding="utf-8")] == [], "one definition"
+class _Kernel:
+    """Stands in for IPython's get_ipython(): records the line magics the cell runs."""
+
+    def __init__(self):
+        self.magics = []
+
+    def run_line_magic(self, name, line):
+        self.magics.append(f"%{name} {line}")
 
 
-def test_the_code_version_is_written_once_in_fetch_series_and_stamped_into_the_set_up_cell():
-    """SERIES_VERSION names a git tag, v<SERIES_VERSION>; `stamp` writes it into the set-up cell, where it is the
-    version fetched, the name of its folder in the cache and the one printed."""
-    assert re.fullmatch(r"[0-9A-Za-z][0-9A-Za-z._-]*", VERSION), "a tag name and a folder name"
-    assert f'VERSION = "{VERSION}"' in pages.SETUP and "(its git tag: v, then VERSION)" in pages.SETUP
-    assert 'fetched["fetch_series"](CACHE, VERSION)' in pages.SETUP
-    assert pages.setup_source("7") == pages.SETUP.replace(VERSION, "7")
-    tooling = [REPO / "notebooks" / "series.py", *(REPO / "notebooks" / "serieslib").glob("*.py"), pages.SETUP_FILE]
-    assert [p.name for p in tooling if VERSION in p.read_text(encoding="utf-8")] == [], "one definition"
+@pytest.mark.parametrize("installed", [True, False])
+def test_the_set_up_cell_installs_only_where_the_code_is_missing(installed, monkeypatch):
+    """In a clone (or once installed) the cell imports; only where series_setup is missing does it run pip."""
+    import importlib.util
+
+    from IPython.core.inputtransformer2 import TransformerManager
+
+    source = pages.setup_source("05_training")
+    python = TransformerManager().transform_cell(source.split("\nimport helpers")[0])
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: found(name) if installed else None)
+    kernel = _Kernel()
+    exec(python, {"get_ipython": lambda: kernel})
+    expected = [] if installed else [f"%pip {' '.join(_pip_line())}"]
+    assert kernel.magics == expected
 
 
-# ---------------------------------------------------------------------------- where a notebook is opened
+# ---------------------------------------------------------------------------- released notebooks: where opened
 
 
 def test_setup_in_local_jupyter_finds_the_repository():
@@ -260,7 +356,7 @@ def test_setup_in_colab_fetches_the_series_and_imports_helpers(tmp_path, origin)
     content = tmp_path / "content"  # Colab's working folder
     content.mkdir()
     cache = tmp_path / "root" / ".cache" / NAME
-    code = pages.SETUP + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
+    code = legacy_setup() + "\nprint('HELPERS=' + helpers.__file__, helpers.get_default_device('cpu'))\n"
     env = origin | {"PYTHONPATH": str(tmp_path / "fake_colab"), "SERIES_CACHE": str(cache)}
     done = _setup_in(content, env, code=code)
     assert done.returncode == 0, done.stderr

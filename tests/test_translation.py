@@ -437,7 +437,7 @@ def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
 
 
 def test_the_exercises_speak_the_editions_language_and_nothing_else_in_the_code_changes():
-    english = nbformat.v4.new_code_cell('q1, q2 = helpers_exercises.exercises("03_model", globals())\nq1.check()')
+    english = nbformat.v4.new_code_cell('DATA, (q1, q2) = start("03_model", globals(), version="1")\nq1.check()')
     said = {lang: {"text/plain": f"{lang} line"} for lang in ("en", "zh")}
     english.outputs = [
         nbformat.v4.new_output("display_data", said["en"], metadata={"helpers_exercises": said}),
@@ -445,7 +445,7 @@ def test_the_exercises_speak_the_editions_language_and_nothing_else_in_the_code_
     ]
     chinese = copy.deepcopy(english)
     translation.localize_code(chinese, "zh")
-    assert chinese.source == 'q1, q2 = helpers_exercises.exercises("03_model", globals(), lang="zh")\nq1.check()'
+    assert chinese.source == 'DATA, (q1, q2) = start("03_model", globals(), version="1", lang="zh")\nq1.check()'
     assert chinese.outputs[0]["data"] == {"text/plain": "zh line"} and chinese.outputs[1] == english.outputs[1]
     plain = nbformat.v4.new_code_cell("helpers.fit(model)  # globals()")
     translation.localize_code(plain, "zh")
@@ -582,13 +582,15 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
 
 
 def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
-    """The settings a run writes into the set-up cell keep their translated comments; the metrics cell it adds is
-    machinery: no comment of its needs a row."""
+    """A run's copy keeps its settings cell's translated comments; the cells it adds (papermill's settings, the
+    metrics) are machinery: no comment of theirs needs a row."""
     for path in ENGLISH:
         nbformat.write(runs._prepared(path, {"device": "cpu"}, tmp_path / "run"), tmp_path / path.name)
     assert len(translation.translate(source=tmp_path, target=tmp_path / "zh")) == len(ENGLISH)
     chinese = nbformat.read(tmp_path / "zh" / ENGLISH[0].name, as_version=4)
     (added,) = [c for c in chinese.cells if "metrics" in c.metadata.get("tags", [])]
     assert added.source.startswith("# @title Record")
-    (setup,) = pages.tagged(chinese, "setup")
-    assert "device = 'cpu'  # " in setup.source and CJK.search(setup.source.splitlines()[1])
+    (injected,) = pages.tagged(chinese, "injected-parameters")
+    assert injected.source == '# Parameters\ndevice = "cpu"\n', "papermill's cell, as papermill wrote it"
+    settings = pages.settings_cell(chinese)
+    assert CJK.search(settings.source.splitlines()[0]) and CJK.search(settings.source.splitlines()[1])

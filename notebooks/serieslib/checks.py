@@ -6,16 +6,14 @@ own, out_root/<timestamp>/; each refusal is a `Refused` that says what to do ins
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shutil
 import time
 from pathlib import Path
 
-import nbformat
-
 from .pages import shown
 
-PATH_SETTINGS = ("data_root", "checkpoint", "work_dir")  # settings that name a file or folder
 PREPARED_MARK = ".series-prepared"  # inside the folder prepare made: the only non-empty folder it empties
 LATEST_MARK = ".series-latest"  # inside the copy that stands for out_root/latest where symlinks are not allowed
 
@@ -24,35 +22,39 @@ class Refused(ValueError):
     """What a command will not do, and how to fix it; the command line prints it as one line."""
 
 
-def checked_settings(values: dict) -> dict:
-    """`values` with their paths absolute (`~` expanded) and their device checked: refused here, not by every notebook.
+def require(module: str, command: str) -> None:
+    """Refuse a command whose package is missing (a learner's requirements.txt lacks the tools'), before any work."""
+    if importlib.util.find_spec(module) is None:
+        raise Refused(
+            f"series.py {command} needs {module}, which requirements-dev.txt installs: run `make {command}` "
+            "(or pip install -r requirements-dev.txt), then try again"
+        )
 
-    Paths are taken from where the command was typed, since the kernels run in notebooks/.
+
+def checked_settings(values: dict) -> dict:
+    """`values` as given, their device checked: refused here, once, not by every notebook.
+
+    A relative path stays relative: the notebooks take it from the repository's folder, wherever the command was
+    typed, the same as a learner's setting in the notebook.
     """
-    resolved = {
-        k: str(Path(v).expanduser().resolve()) if k in PATH_SETTINGS and isinstance(v, str) else v
-        for k, v in values.items()
-    }
-    if resolved.get("device") is not None:
-        check_device(resolved["device"], " (-p device)")
+    if values.get("device") is not None:
+        check_device(values["device"], " (-p device)")
     elif os.environ.get("HELPERS_DEVICE"):
         check_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
-    return resolved
+    return dict(values)
 
 
-def check_kinds(values: dict, notebooks: dict[str, nbformat.NotebookNode]) -> None:
-    """Refuse a value that a notebook's set-up cell would refuse, with its message, before any kernel starts."""
-    import helpers  # the notebooks' kinds of settings: helpers.whole(1, 50_000), helpers.DEVICE, ...
+def check_kinds(values: dict, stems: list[str]) -> None:
+    """Refuse a value that a notebook's set-up would refuse, with its message, before any kernel starts."""
+    import series_setup  # what each notebook's settings accept
 
-    from .pages import setting_kinds
-
-    for stem, nb in notebooks.items():
-        for name, kind in setting_kinds(nb).items():
-            if name in values and name != "device":  # the device: checked_settings, once for every notebook
-                try:
-                    helpers.check_settings(values, **{name: eval(kind, {"helpers": helpers})})
-                except ValueError as err:
-                    raise Refused(f"{stem}: {err}") from None
+    for stem in stems:
+        spec = series_setup.NOTEBOOKS.get(stem)
+        accepts = {k: v for k, v in spec.settings.items() if k in values and k != "device"} if spec else {}
+        try:  # the device: checked_settings, once for every notebook
+            series_setup.check_settings(values, accepts)
+        except ValueError as err:
+            raise Refused(f"{stem}: {err}") from None
 
 
 def check_device(device: object, source: str) -> None:

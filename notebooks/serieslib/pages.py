@@ -4,36 +4,70 @@ from __future__ import annotations
 
 import ast
 import re
+import tomllib
 from pathlib import Path
 from string import Template
 
 import nbformat
-from fetch_series import BRANCH, GITHUB, SERIES_VERSION  # the repository's address and code version, defined once
 
 NOTEBOOKS = Path(__file__).resolve().parents[1]
 REPO = NOTEBOOKS.parent
-SETUP_FILE = NOTEBOOKS / "setup_cell.py"  # the set-up cell's code, kept as a file so that ruff lints it
-FOLDED = ("setup", "recap")  # tags of the code cells a learner unfolds to read (a solution is folded Markdown)
+FOLDED = ("parameters", "setup", "recap")  # tags of the code cells a learner unfolds to read (a solution is Markdown)
 NAV_WORDS = {"en": ("← Previous: ", "Next: "), "zh": ("← 上一篇：", "下一篇：")}
+SERIES_NAME = re.compile(r"\d\d_[a-z0-9_]+\.ipynb")  # 05_training.ipynb; not 03_model-Copy1.ipynb, nor Untitled.ipynb
 
 
-def setup_source(version: str = SERIES_VERSION) -> str:
-    """The set-up cell: setup_cell.py with the repository's address and the code's version in its $placeholders.
-
-    The version (SERIES_VERSION, or another for the tests) is the one the notebook fetches: git tag v<version>.
-    """
-    text = Template(SETUP_FILE.read_text(encoding="utf-8").rstrip("\n"))
-    return text.substitute(github=GITHUB, branch=BRANCH, repo_name=Path(GITHUB).name, version=version)
+def project() -> dict:
+    """pyproject.toml's [project]: the series' version and addresses, their one definition."""
+    with open(REPO / "pyproject.toml", "rb") as file:
+        return tomllib.load(file)["project"]
 
 
-SETUP = setup_source()
-CODE_MARK = "import os"  # the first line of setup_cell.py's code, after its title: a set-up cell's settings end there
+VERSION = project()["version"]  # what every set-up cell installs, git tag v<VERSION>
+GITHUB = project()["urls"]["Repository"].removeprefix("https://github.com/")  # owner/name
+BRANCH = "main"  # the branch the notebooks' Colab badges open: the newest notebooks
+
+SETUP = """\
+# @title Set-up: $what { display-mode: "form" }
+import importlib.util
+
+if importlib.util.find_spec("series_setup") is None:  # Colab, Kaggle: get the series' code
+    %pip install --quiet --no-deps git+https://github.com/$github@v$version
+import helpers
+from series_setup import $imports
+
+$names = start("$stem", globals(), version="$version")"""
+
+
+def setup_source(stem: str, version: str = VERSION) -> str:
+    """A notebook's set-up cell: SETUP with the notebook's names and the version it installs, git tag v<version>."""
+    import series_setup  # PyTorch: only `stamp` and the tests write set-up cells
+
+    spec = series_setup.NOTEBOOKS[stem]
+    parts = ["the series' code", "your settings checked"]
+    parts += ["the data"] * ("DATA" in spec.returns) + ["the device"] * ("DEVICE" in spec.returns)
+    what = ", ".join(parts[:-1]) + " and " + parts[-1]
+    imports = "____, start" if "exercises" in spec.returns else "start"
+    return Template(SETUP).substitute(
+        what=what, github=GITHUB, version=version, imports=imports, names=series_setup.setup_names(stem), stem=stem
+    )
 
 
 def notebook_paths(names: list[str] | None = None) -> list[Path]:
     """The series' notebooks in order; only those named (stem or file name) when `names` is given."""
-    paths = sorted(NOTEBOOKS.glob("[0-9][0-9]_*.ipynb"))
+    paths = sorted(p for p in NOTEBOOKS.glob("*.ipynb") if SERIES_NAME.fullmatch(p.name))
     return [p for p in paths if not names or p.stem in names or p.name in names]
+
+
+def stray_notebooks() -> list[Path]:
+    """Notebooks in notebooks/ that are not the series' (a copy JupyterLab's Duplicate made, a scratch notebook)."""
+    return sorted(p for p in NOTEBOOKS.glob("*.ipynb") if not SERIES_NAME.fullmatch(p.name))
+
+
+def stray_note() -> str:
+    """One line that names the stray notebooks, which the tools leave alone; empty when there are none."""
+    strays = [p.name for p in stray_notebooks()]
+    return f"left alone, not one of the series' notebooks: {', '.join(strays)}" if strays else ""
 
 
 def shown(path: Path) -> str:
@@ -74,62 +108,27 @@ def nav(path: Path, titles: dict[str, str] | None = None, lang: str = "en") -> s
     return "---\n" + " &nbsp;·&nbsp; ".join(links)
 
 
-SETTING = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*) = (?P<value>.+?)(?P<comment>  # .*)?$")
+SETTING = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*) = (?P<value>.+?)(?:  # @param .*)?$")
 
 
-def _settings_lines(source: str) -> list[str]:
-    """The lines of a set-up cell's settings block: after its `# @title` line, up to the series' code."""
-    lines = source.splitlines()[1:]
-    end = next((i for i, line in enumerate(lines) if line.startswith(CODE_MARK)), len(lines))
-    return lines[:end]
+def settings_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """The notebook's settings cell: the code cell tagged `parameters`, papermill's convention."""
+    (cell,) = tagged(nb, "parameters")
+    return cell
 
 
 def settings(nb: nbformat.NotebookNode) -> dict[str, object]:
-    """A notebook's settings, by name: the `name = value` lines at the top of its set-up cell."""
+    """A notebook's settings, by name: the `name = value` lines of its settings cell."""
     found = {}
-    for cell in tagged(nb, "setup"):
-        for line in _settings_lines(cell.source):
+    for cell in tagged(nb, "parameters"):
+        for line in cell.source.splitlines():
             if match := SETTING.match(line):
                 found[match["name"]] = ast.literal_eval(match["value"])
     return found
 
 
-def setting_kinds(nb: nbformat.NotebookNode) -> dict[str, str]:
-    """Each setting's kind, as the set-up cell checks it: the source of `kind` in `check_settings(..., name=kind)`."""
-    kinds = {}
-    for cell in tagged(nb, "setup"):
-        for node in ast.walk(ast.parse(cell.source)):
-            if isinstance(node, ast.Call) and ast.unparse(node.func).endswith("check_settings"):
-                kinds |= {keyword.arg: ast.unparse(keyword.value) for keyword in node.keywords}
-    return kinds
-
-
-def with_settings(nb: nbformat.NotebookNode, values: dict[str, object]) -> nbformat.NotebookNode:
-    """`nb` with the settings it declares set to `values` in its set-up cell (the ones it lacks are left out)."""
-    for cell in tagged(nb, "setup"):
-        head, *lines = cell.source.splitlines()
-        count = len(_settings_lines(cell.source))
-        for i, line in enumerate(lines[:count]):
-            if (match := SETTING.match(line)) and match["name"] in values:
-                lines[i] = f"{match['name']} = {values[match['name']]!r}{match['comment'] or ''}"
-        cell.source = "\n".join([head, *lines])
-    return nb
-
-
-def setup_cell(source: str) -> str:
-    """A set-up cell rewritten from setup_cell.py: its title and the series' code; its settings and its end kept.
-
-    The end, after `import helpers`, is the notebook's own: checking its settings, the device, the exercises.
-    """
-    settings_block = _settings_lines(source)
-    lines = source.splitlines()
-    after = next((i for i, line in enumerate(lines) if line == "import helpers"), len(lines) - 1) + 1
-    title_line, *code = SETUP.splitlines()
-    return "\n".join([title_line, *settings_block, *code, *lines[after:]])
-
-
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (under the title), the set-up cell's code, the neighbours' links, the metadata.
+    """Write the badge (under the title), the set-up cell, the neighbours' links, the folds, the metadata.
 
     Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
     """
@@ -139,7 +138,7 @@ def stamp(path: Path, write: bool = True) -> bool:
     rest = [line for line in rest if "Open In Colab" not in line and line.strip() != "BADGE"]
     nb.cells[0].source = "\n".join([first, badge(path.name), *rest])
     for cell in tagged(nb, "setup"):
-        cell.source = setup_cell(cell.source)
+        cell.source = setup_source(path.stem)
     for cell in (cell for tag in FOLDED for cell in tagged(nb, tag)):
         cell.metadata["cellView"] = "form"  # folded until a learner opens it: Colab shows the `# @title` line
         cell.metadata["jupyter"] = {"source_hidden": True}  # JupyterLab hides the code

@@ -3,8 +3,8 @@
 
 What each command may touch is checked first (`checks`): `prepare` writes only into a new or empty folder, or one
 it marked as its own; `run` only into a new folder of its own, out_root/<timestamp>/, and moves out_root/latest to
-it once it has finished. A notebook's settings are the `name = value` lines of its set-up cell; a run's copies get
-theirs written there (`pages.with_settings`), before the first cell runs.
+it once it has finished. A notebook's settings are the `name = value` lines of its settings cell (tagged
+`parameters`); a run sets them as papermill does everywhere, with a cell of its own after that one.
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ from pathlib import Path
 import nbformat
 
 from . import exercises, pages
-from .checks import LATEST_MARK, checked_settings, claim_prepared, new_run_folder
-from .pages import REPO, notebook_paths, shown, stamp, tagged, with_settings
+from .checks import LATEST_MARK, checked_settings, claim_prepared, new_run_folder, require
+from .pages import REPO, notebook_paths, settings, shown, stamp, tagged
 from .report import write_report
 from .results import format_value, metrics_of, results_cell
 from .translation import LANGUAGES, translate
@@ -57,11 +57,21 @@ def _shared(out: Path, values: dict) -> dict:
     return {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | values
 
 
+def _values(nb: nbformat.NotebookNode, path: Path, shared: dict, out: Path) -> dict:
+    """The settings of `shared` that the notebook declares, with its scratch folder under `out` (no other run or open
+    notebook shares it): what papermill passes it (a setting it lacks would only make papermill warn)."""
+    declared = settings(nb)
+    return {k: v for k, v in ({"work_dir": str(out / "work" / path.stem)} | shared).items() if k in declared}
+
+
 def _prepared(path: Path, shared: dict, out: Path) -> nbformat.NotebookNode:
-    """The notebook at `path` ready to execute: the settings of `shared` it declares written into its set-up cell,
-    its scratch folder under `out` (so that no other run or open notebook shares it), its results cell appended."""
-    nb = nbformat.read(path, as_version=4)
-    nb = with_settings(nb, {"work_dir": str(out / "work" / path.stem)} | shared)
+    """The notebook at `path` ready for nbval: its settings set by papermill's own parameterization (a cell tagged
+    `injected-parameters` after the settings cell, as `papermill -p` makes), its results cell appended."""
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = load_notebook_node(str(path))  # as papermill reads a notebook
+    nb = parameterize_notebook(nb, _values(nb, path, shared, out))
     nb.cells.append(results_cell(nb))
     return nb
 
@@ -79,7 +89,8 @@ def prepare(
     the ranges are checked). `out` must be new, empty, or a folder prepare made (it is emptied): anything else
     is refused.
     """
-    out = out.resolve()  # the kernels run in out/prepared/: paths passed to them must not be relative
+    require("papermill", "prepare")
+    out = out.resolve()
     shared = _shared(out, TEST_SETTINGS if values is None else checked_settings(values))
     claim_prepared(out)
     (out / "prepared").mkdir()
@@ -108,10 +119,11 @@ def run(
     Everything that can be checked is checked before the first kernel starts. On Ctrl-C the notebook in progress
     is marked interrupted, the report covers what ran, and out_root/latest stays where it was.
     """
+    require("papermill", "run")
     for lang in langs or []:
         translate(names, lang, check=True)  # a missing or stale translation fails before the run, not after it
     values = checked_settings(values or {})
-    out = new_run_folder(out_root.resolve())  # resolved: the kernels run in notebooks/
+    out = new_run_folder(out_root.resolve())
     (out / "prepared").mkdir()
     shared = _shared(out, values)
     summary, stopped = _execute_all(notebook_paths(names), out, shared)
@@ -152,12 +164,15 @@ def _execute(path: Path, out: Path, shared: dict) -> dict:
     from nbclient.exceptions import DeadKernelError
 
     prepared = out / "prepared" / path.name
-    nbformat.write(_prepared(path, shared, out), prepared)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells.append(results_cell(nb))
+    nbformat.write(nb, prepared)
     t0 = time.perf_counter()
     try:
         papermill.execute_notebook(
             str(prepared),
             str(out / path.name),
+            parameters=_values(nb, path, shared, out),
             cwd=str(pages.NOTEBOOKS),
             kernel_name="python3",
             progress_bar=False,

@@ -139,8 +139,8 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
     return problems
 
 
-EXERCISES_BINDING = re.compile(r"(helpers_exercises\.exercises\([^()]*globals\(\))\)")
-MACHINERY = {"metrics", "solution-proof"}  # code cells that runs add, the same in every edition
+EXERCISES_BINDING = re.compile(r"(= start\([^()]*globals\(\)[^()]*)\)$", re.MULTILINE)  # the set-up's start(...) line
+MACHINERY = {"metrics", "solution-proof", "injected-parameters"}  # code cells that runs add, the same in every edition
 FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
@@ -167,15 +167,16 @@ def read_comments(path: Path) -> dict[str, str]:
 def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
     """The comments of a code cell a reader reads: not the commented-out code (`# q1.hint()`).
 
-    The cells a headless run adds (an exercise's proof, the metrics cell its report reads) have none; the set-up
-    cell's do count: its title is the one line of it a reader sees, and its settings' comments say what each does.
+    The cells a headless run adds (an exercise's proof, the metrics cell its report reads) have none; the settings
+    and set-up cells' do count: a title is the one line of a folded cell a reader sees, and each setting's
+    `# @markdown` line says what it does (its `# @param {...}` is Colab's syntax, not words).
     """
     if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
         return []
     tokens = []
     for token in tokenize.generate_tokens(io.StringIO(cell.source).readline):
         text = token.string[1:].strip()
-        if token.type != tokenize.COMMENT or not text:
+        if token.type != tokenize.COMMENT or not text or text.startswith("@param"):  # Colab's field syntax, no words
             continue
         try:
             compile(text, "<comment>", "exec")
