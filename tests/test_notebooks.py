@@ -7,6 +7,7 @@ import ast
 import copy
 import io
 import json
+import math
 import re
 import sys
 import tokenize
@@ -563,11 +564,23 @@ def _results_08(m):
     assert checkpoints["resume_same_weights"] is True and checkpoints["diverged_restored"] is True
 
 
+# Ratios of two timings. Their direction is the machine's: other programs on its cores can slow one pipeline more
+# than the other (issue 47 saw the resident pipeline at 0.63x of the lesson's). 09 prints what each ratio says.
+SPEED_RATIOS_09 = (
+    "resident_speedup_cpu",
+    "tuned_speedup_cpu",
+    "profiled_speedup_resident",
+    "benchmark_speedup_resident",
+)
+
+
 def _results_09(m):
     speed = m["09_cpu_vs_gpu"]
     assert speed["speedrun_reached"] is True and speed["speedrun_test_acc"] >= 0.97
-    assert speed["resident_speedup_cpu"] > 1
-    assert speed["profiled_speedup_resident"] > 1 and 0 < speed["lesson_waiting_for_data"] < 1
+    for name in SPEED_RATIOS_09:
+        value = speed[name]
+        assert isinstance(value, float) and math.isfinite(value) and value > 0, (name, value)
+    assert 0 < speed["lesson_waiting_for_data"] < 1
 
 
 def _results_10(m):
@@ -610,6 +623,69 @@ LESSONS_RESULTS = {
 @pytest.mark.parametrize("stem", LESSONS_RESULTS)
 def test_series_results_are_the_lessons(series_run, stem):
     LESSONS_RESULTS[stem](json.loads((series_run / "metrics.json").read_text()))
+
+
+def test_09_checks_hold_whichever_pipeline_a_busy_machine_made_faster():
+    """No check asserts that one timing is shorter than another: issue 47's busy run, resident at 0.63x, passes."""
+    speed = dict.fromkeys(SPEED_RATIOS_09, 0.6280511308760937)
+    _results_09({"09_cpu_vs_gpu": speed | {"speedrun_reached": True, "speedrun_test_acc": 0.972} | {
+        "lesson_waiting_for_data": 0.1}})  # fmt: skip
+
+
+def _09_says(line: str, ratio: float) -> bool:
+    """Whether `line` states the resident pipeline against the lesson's as `ratio` (the lesson's time / resident's)."""
+    if round(ratio, 1) == 1:
+        return "about as fast as the lesson's" in line
+    return f"{ratio:.1f}x faster than the lesson's" in line if ratio > 1 else f"{1 / ratio:.1f}x slower" in line
+
+
+def _09_comparison(profiles, rows, device="cpu", steps=40) -> list[str]:
+    """What 09's cell that compares the profile with the benchmark prints for these measurements."""
+    import contextlib
+
+    import torch
+
+    nb = nbformat.read(REPO / "notebooks" / "09_cpu_vs_gpu.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.id == "c09-p17"]
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        exec(cell.source, {"profiles": profiles, "rows": rows, "DEVICE": torch.device(device), "profile_steps": steps})
+    return printed.getvalue().splitlines()
+
+
+@pytest.mark.parametrize("resident_s", [0.5, 1.0, 2.0], ids=["faster", "as-fast", "slower"])
+def test_09_reads_its_timings_whichever_way_they_went(resident_s):
+    """The sentences under 09's profile say "faster" or "slower" as the numbers they print do; a busy machine once
+    printed "resident faster by 0.6x"."""
+    phases = {"data": 0.02, "forward": 0.01, "backward": 0.01, "optimizer": 0.0}  # 40 steps: 1 ms a step
+    profiles = {
+        "as_taught": {"seconds": phases, "steps": 40},
+        "resident": {"seconds": {k: v * resident_s for k, v in phases.items()}, "steps": 40},
+    }
+    rows = [
+        {"pipeline": pipeline, "device": "cpu", "threads": threads, "epoch_s": s * 1.2, "epoch_s_min": s}
+        | {"speedup_vs_taught": 1 / s}
+        for pipeline, threads, s in [("as_taught", 2, 1.0), ("tuned", 2, 0.8), ("resident", 2, resident_s)]
+        + [("resident", 1, 0.1)]
+    ]
+    lines = _09_comparison(profiles, rows)
+    profiled = [line for line in lines if "per profiled step" in line]
+    benchmark = [line for line in lines if "per epoch in the benchmark" in line]
+    assert len(profiled) == len(benchmark) == 1, lines
+    assert _09_says(profiled[0], 1 / resident_s) and _09_says(benchmark[0], 1 / resident_s), lines
+    assert resident_s <= 1 or not [line for line in lines if "faster" in line], lines
+
+
+def test_series_run_09_prints_what_its_timings_say(series_run):
+    """In the executed 09, the sentences under the profile agree with the ratios it recorded, whatever they are."""
+    speed = json.loads((series_run / "metrics.json").read_text())["09_cpu_vs_gpu"]
+    nb = nbformat.read(series_run / "09_cpu_vs_gpu.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.id == "c09-p17"]
+    lines = "".join(o.get("text", "") for o in cell.outputs).splitlines()
+    (profiled,) = [line for line in lines if "per profiled step" in line]
+    (benchmark,) = [line for line in lines if "per epoch in the benchmark" in line]
+    assert _09_says(profiled, speed["profiled_speedup_resident"]), (profiled, speed)
+    assert _09_says(benchmark, speed["benchmark_speedup_resident"]), (benchmark, speed)
 
 
 def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
