@@ -4,6 +4,7 @@ is not the notebook's (another clone's, another version); what `start` returns; 
 The set-up cell itself and the install it runs where the code is missing: test_setup_cell.py."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -212,11 +213,11 @@ def test_the_version_of_a_clone_is_its_pyproject_s():
 # ---------------------------------------------------------------------------- papermill's -p, as its users use it
 
 
-def _papermill(tmp_path: Path, *options: str) -> subprocess.CompletedProcess:
-    """`papermill notebooks/01_gpu_runtime.ipynb out.ipynb OPTIONS`, as its users type it."""
+def _papermill(tmp_path: Path, *options: str, cwd: Path = REPO / "notebooks") -> subprocess.CompletedProcess:
+    """`papermill notebooks/01_gpu_runtime.ipynb out.ipynb OPTIONS`, as its users type it, the kernel in `cwd`."""
     out = tmp_path / "out.ipynb"
     command = [sys.executable, "-m", "papermill", str(REPO / "notebooks" / "01_gpu_runtime.ipynb"), str(out)]
-    command += ["--cwd", str(REPO / "notebooks"), "--no-progress-bar", "-k", "python3", *options]
+    command += ["--cwd", str(cwd), "--no-progress-bar", "-k", "python3", *options]
     return subprocess.run(command, capture_output=True, text=True, timeout=600)
 
 
@@ -249,6 +250,26 @@ def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up
     (setup,) = pages.tagged(failed, "setup")
     assert [o.output_type for o in setup.outputs] == ["error"], "it stopped in the set-up cell"
     assert all(not c.get("outputs") for c in failed.cells[failed.cells.index(setup) + 1 :]), "before any work"
+
+
+def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offline(tmp_path):
+    """papermill (or Jupyter) started elsewhere on a notebook of the clone: the kernel's folder is not the notebook's,
+    and the set-up once said "Cannot download ... Turn internet on". The modules requirements.txt installed (-e .)
+    are this clone's, found from any folder, with no network."""
+    offline = {
+        "GIT_CONFIG_COUNT": "1",
+        "GIT_CONFIG_KEY_0": "url.file:///nowhere.insteadOf",
+        "GIT_CONFIG_VALUE_0": "https",
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "papermill", str(REPO / "notebooks" / "01_gpu_runtime.ipynb"), "out.ipynb", "-k",
+         "python3", "--no-progress-bar", "-p", "repeats", "1", "-y", "sizes: [64]", "--inject-paths"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=600, env=os.environ | offline,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
+    (setup,) = pages.tagged(nb, "setup")
+    assert [o.text for o in setup.outputs] == [helpers.describe_run(None) + "\n"], "the clone's code ran, offline"
 
 
 def test_helpers_no_longer_holds_the_settings_check():
