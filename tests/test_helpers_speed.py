@@ -301,6 +301,23 @@ def test_mixed_precision_trains_on_cuda(amp):
     assert all(torch.isfinite(torch.tensor(h["train_loss"])) for h in history)
 
 
+@pytest.mark.cuda
+def test_a_float16_checkpoint_resumes_in_a_plain_fit_on_cuda(tmp_path, capsys):
+    """The real float16 case: autocast and an enabled GradScaler; the plain fit resumes from SGD's state."""
+    path = tmp_path / "run.ckpt"
+    train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in small_dataloaders())
+    torch.manual_seed(0)
+    wrapped, opt_func = helpers_speed.mixed_precision(helpers.to_device(helpers.MnistModel(), "cuda"), torch.float16)
+    (one,) = helpers.fit(1, 0.5, wrapped, train, val, opt_func, checkpoint_path=path, progress=False, verbose=False)
+    saved = helpers.load_checkpoint(path)
+    assert (
+        saved["optimizer_class"] == "SGD" and saved["optimizer"]["grad_scaler"]["scale"] == wrapped.scaler.get_scale()
+    )
+    plain = helpers.to_device(helpers.MnistModel(), "cuda")
+    history = helpers.fit(2, 0.5, plain, train, val, checkpoint_path=path, progress=False, verbose=False)
+    assert "1 of 2 epochs already done" in capsys.readouterr().out and history[0] == one and len(history) == 2
+
+
 def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)  # an AVX2 CPU: bfloat16 is emulated
