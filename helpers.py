@@ -1,9 +1,9 @@
 """The lesson's module for the notebook series "Training a neural network on a GPU with PyTorch".
 
 What notebooks 01-08 teach, in their order: devices, data, the model, evaluate and fit, checkpoints,
-plots and predictions, error analysis. The names are the lesson's own (`get_default_device`,
-`to_device`, `DeviceDataLoader`, `MnistModel`, `evaluate`, `fit`, ...), with the original's known
-flaws fixed:
+plots and predictions, error analysis, and data kept on the device. The names are the lesson's own
+(`get_default_device`, `to_device`, `DeviceDataLoader`, `MnistModel`, `evaluate`, `fit`, ...), with the
+original's known flaws fixed:
 
 * evaluation runs under `model.eval()` and `torch.no_grad()`, and restores the model's mode;
 * accuracy and loss are averaged over samples, not over batches of unequal size;
@@ -12,9 +12,10 @@ flaws fixed:
 * `pin_memory` is used only with CUDA, so CPU-only machines warn about nothing;
 * `fit` trains through the model's own `training_step`, and bad input gets one clear error.
 
-The later notebooks compose around these functions in modules of their own: `helpers_speed` (09,
-11), `helpers_ddp` (10); `helpers_data` fetches the data files and `helpers_cli` is the command line
-(`python helpers_cli.py --help`).
+The later notebooks compose around these functions in modules of their own, which import this one and which
+it never imports: `helpers_run` (the lesson's run in one call, fed by any input pipeline), `helpers_common`,
+`helpers_speed` (09, 11), `helpers_ddp` (10); `helpers_data` fetches the data files and `helpers_cli` is the
+command line (`python helpers_cli.py --help`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import sys
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -355,7 +355,7 @@ def make_loaders(
     seed: int = LESSON.seed,
     **overrides: Any,
 ) -> tuple[DataLoader, DataLoader]:
-    """The lesson's loaders: training batches of 128, shuffled from a seeded generator; validation 256 (notebook 02)."""
+    """Seeded loaders of the lesson's batches: training 128, shuffled each epoch; validation 256 (notebook 02)."""
     settings = loader_settings(device) | overrides
     if settings.get("num_workers", 0) == 0:
         settings["persistent_workers"] = False
@@ -808,6 +808,14 @@ def _set_rng_state(state: dict, loader: Any) -> None:
         gen.set_state(state["loader"])
 
 
+def _optimizer_name(optimizer: Any) -> str:
+    """The optimizer's class name; inside a wrapper that keeps it as `.optimizer` (as Accelerate's does), its own.
+
+    A checkpoint records the optimizer that holds the state, so that it resumes with or without the wrapper.
+    """
+    return type(getattr(optimizer, "optimizer", optimizer)).__name__
+
+
 def save_checkpoint(
     path: str | Path,
     model: nn.Module,
@@ -825,7 +833,7 @@ def save_checkpoint(
         "format": CHECKPOINT_FORMAT,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "optimizer_class": type(optimizer).__name__ if optimizer is not None else None,
+        "optimizer_class": _optimizer_name(optimizer) if optimizer is not None else None,
         "epoch": int(epoch),
         "history": [dict(h) for h in history],
         "hparams": hparams,
@@ -877,11 +885,11 @@ def _check_checkpoint(path: Path, state: Any) -> None:
 def _load_optimizer(path: Path, state: dict, optimizer: torch.optim.Optimizer) -> None:
     """Load the optimizer state, or leave the optimizer as it was and say why it does not fit."""
     saved, own = state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"]
-    other_class = state.get("optimizer_class") not in (None, type(optimizer).__name__)
+    other_class = state.get("optimizer_class") not in (None, _optimizer_name(optimizer))
     if other_class or [set(g) for g in saved] != [set(g) for g in own]:
         raise ValueError(
             f"{path} holds the state of {state.get('optimizer_class') or 'another optimizer'}, which does not fit "
-            f"this {type(optimizer).__name__}: resume with the optimizer that wrote it, or start a new checkpoint"
+            f"this {_optimizer_name(optimizer)}: resume with the optimizer that wrote it, or start a new checkpoint"
         )
     optimizer.load_state_dict(state["optimizer"])
 
@@ -986,18 +994,12 @@ def show_source(*objects: Any) -> None:
         print(code)
 
 
-def _pyplot():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 def show_batch(loader: Iterable, nrow: int = 16):
     """Show the first batch of `loader` as one grid of images; return the Figure (notebook 02)."""
+    import matplotlib.pyplot as plt
     from torchvision.utils import make_grid
 
     images, _ = next(iter(loader))
-    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(12, 6))
     ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
     ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
@@ -1006,9 +1008,10 @@ def show_batch(loader: Iterable, nrow: int = 16):
 
 def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10):
     """Draw a feedforward network, layers of `sizes` units joined by linear layers; return the Figure (notebook 03)."""
+    import matplotlib.pyplot as plt
+
     if len(sizes) < 2 or not all(isinstance(n, int) and n > 0 for n in sizes):
         raise ValueError(f"draw_network wants two or more layer sizes, such as [784, 32, 10]; got {sizes!r}")
-    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(3 * len(sizes), 4.5))
     columns = []
     for x, n in enumerate(sizes):  # at most `shown` circles a layer; a gap with dots stands for the rest
@@ -1033,9 +1036,10 @@ def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10
 
 
 def _plot_curves(history: Sequence[dict], keys: dict[str, str], ylabel: str, title: str):
+    import matplotlib.pyplot as plt
+
     if not history:
         raise ValueError("history is empty: train first (history = [evaluate(...)] + fit(...))")
-    plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     for key, label in keys.items():
         points = [(i, h[key]) for i, h in enumerate(history) if key in h]
@@ -1106,7 +1110,8 @@ def per_class_accuracy(cm: torch.Tensor) -> torch.Tensor:
 
 def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = None):
     """Draw a confusion matrix with the counts in its cells; return the Figure (notebook 07)."""
-    plt = _pyplot()
+    import matplotlib.pyplot as plt
+
     names = list(class_names) if class_names is not None else [str(i) for i in range(len(cm))]
     fig, ax = plt.subplots(figsize=(7, 6))
     ax.imshow(cm.numpy(), cmap="Blues")
@@ -1138,12 +1143,13 @@ def show_mistakes(
     title: str = "Misclassified",
 ):
     """A grid of misclassified images, each titled 'true / predicted (confidence)'; return the Figure (notebook 07)."""
+    import matplotlib.pyplot as plt
+
     if indices is None:
         indices = (predictions["preds"] != predictions["labels"]).nonzero().flatten()[:32]
     indices = [int(i) for i in indices]
     if not indices:
         raise ValueError("no mistakes to show")
-    plt = _pyplot()
     nrows = math.ceil(len(indices) / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(1.5 * ncols, 1.7 * nrows), squeeze=False)
     for ax in axes.flat:
@@ -1236,94 +1242,6 @@ class DeviceResidentLoader:
             if images.dtype == torch.uint8:
                 images = images.to(torch.float32).div_(255)
             yield images, self.labels[idx]
-
-
-# ==================================================================================================
-# 9. The lesson end to end: what notebook 05 runs, in one call (notebooks 06 and 07 fall back on it)
-# ==================================================================================================
-
-
-def lesson_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[DeviceDataLoader, ...]:
-    """The lesson's loaders with batches on `device` (notebooks 02 and 04): training shuffled, then evaluation."""
-    train_dl, val_dl = make_loaders(train_set, evaluation[0], device=device, seed=seed)
-    more = [DataLoader(dataset, LESSON.val_batch_size) for dataset in evaluation[1:]]
-    return tuple(DeviceDataLoader(dl, device) for dl in (train_dl, val_dl, *more))
-
-
-def resident_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[DeviceResidentLoader, ...]:
-    """The same batches from tensors kept on `device` (notebook 05): training shuffled, then evaluation."""
-    keep = partial(DeviceResidentLoader.from_dataset, device=device)
-    train = keep(train_set, LESSON.batch_size, shuffle=True, seed=seed)
-    return (train, *(keep(dataset, LESSON.val_batch_size) for dataset in evaluation))
-
-
-PIPELINES = {"lesson": lesson_loaders, "resident": resident_loaders}  # input pipeline -> its loaders
-
-
-def check_schedule(epochs: Sequence[int], lrs: Sequence[float]) -> None:
-    """The lesson's phases checked before any work: one learning rate per phase, each (epochs, lr) valid."""
-    if len(epochs) != len(lrs):
-        raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
-    for n, lr in zip(epochs, lrs):
-        check_hparams(n, lr)
-
-
-def train_and_test(
-    model: nn.Module,
-    loaders: Sequence[Iterable],
-    epochs: Sequence[int] = LESSON.epochs,
-    lrs: Sequence[float] = LESSON.lrs,
-    opt_func: Callable[..., torch.optim.Optimizer] = torch.optim.SGD,
-) -> dict:
-    """The lesson's run on (train, validation, test) loaders: evaluate, fit each phase, then the test set once."""
-    train_loader, val_loader, test_loader = loaders
-    history = [evaluate(model, val_loader)]
-    for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader, opt_func)
-    test = evaluate(model, test_loader)
-    print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
-    return {"history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}
-
-
-def train_lesson(
-    root: str | Path = "data",
-    device: str | torch.device | None = None,
-    epochs: Sequence[int] = LESSON.epochs,
-    lrs: Sequence[float] = LESSON.lrs,
-    pipeline: str = "lesson",
-    limit: int | None = None,
-    save: str | Path | None = None,
-    seed: int = LESSON.seed,
-    hidden_size: int = 32,
-) -> dict:
-    """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
-
-    Returns the trained model, its history and the test loss and accuracy. It trains the lesson's
-    schedule with `helpers`' seeded loaders (`pipeline` names them in PIPELINES), so its numbers differ a
-    little from notebook 05's run.
-    """
-    check_schedule(epochs, lrs)
-    if pipeline not in PIPELINES:
-        raise ValueError(f"unknown pipeline {pipeline!r}: choose one of {', '.join(map(repr, PIPELINES))}")
-    device = get_default_device(device)
-    save = Path(save).expanduser() if save else None
-    if save:
-        helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
-    print(describe_device(device))
-    seed_everything(seed)
-    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    test_set = load_mnist(root, train=False)
-    loaders = PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
-    model = to_device(MnistModel(784, hidden_size, 10), device)
-    result = train_and_test(model, loaders, epochs, lrs)
-    if save:
-        torch.save(model.state_dict(), save)
-        print(f"saved the weights to {helpers_data.display_path(save)}")
-    return {"model": model} | result
 
 
 if __name__ == "__main__":

@@ -18,9 +18,10 @@ from pathlib import Path
 
 import torch
 
-from helpers import LESSON, PIPELINES, TrainingDiverged, available_devices, check_hparams, describe_device
+from helpers import LESSON, TrainingDiverged, available_devices, check_hparams, describe_device
 from helpers_data import MnistUnavailable, check_writable
-from helpers_ddp import benchmark_ddp, check_processes, train_distributed
+from helpers_ddp import benchmark_ddp, train_distributed
+from helpers_run import PIPELINES, check_processes
 from helpers_speed import (
     AMP_DTYPES,
     COMPILE_MODES,
@@ -48,7 +49,12 @@ def parser() -> argparse.ArgumentParser:
     train = commands.add_parser("train", help=f"the lesson's run: {phases}; data parallel under torchrun")
     train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
     train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
-    train.add_argument("--pipeline", choices=list(PIPELINES), default="lesson", help="resident: data on the device")
+    train.add_argument(
+        "--pipeline",
+        choices=list(PIPELINES),
+        default="seeded",
+        help="the input pipeline (resident: data on the device)",
+    )
     train.add_argument(
         "--resident", "--fast", dest="pipeline", action="store_const", const="resident", help="--pipeline resident"
     )

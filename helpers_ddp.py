@@ -1,27 +1,28 @@
 """Many GPUs, for notebook 10: data-parallel training with DistributedDataParallel, under torchrun or spawn.
 
 It composes around the lesson's functions and wraps the model, as nanoGPT does (`model = DDP(model)`):
-`data_parallel(model, device)` returns a wrapper whose training step runs through DDP and whose validation
-averages sum over the processes, the model itself unchanged; the sharded loaders give each process its
-share of the batches one process would form. With one process every function here is the plain run,
-so the single-process run is the world-size-1 case of the same code.
+`data_parallel(model, device)` returns a `DDPModel`, whose training step runs through DDP and whose validation
+averages sum over the processes, the model itself unchanged; the input pipelines of `helpers_run` give each
+process its share of the batches one process would form. `train_distributed` is `helpers_run.train_lesson` in
+each process. With one process every function here is the plain run, so the single-process run is the
+world-size-1 case of the same code.
 
     torchrun --standalone --nproc_per_node=2 helpers_cli.py train
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
 import copy
 import datetime
+import io
 import json
 import logging
 import os
 import socket
 import tempfile
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,26 +31,21 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 from torch.nn.parallel import DistributedDataParallel
-from torch.utils.data import BatchSampler, DataLoader, Dataset, Sampler
 
 import helpers_data
 from helpers import (
     LESSON,
-    DeviceDataLoader,
-    DeviceResidentLoader,
     MnistModel,
     accelerator_count,
-    check_schedule,
-    describe_device,
     get_default_device,
     load_mnist,
-    loader_settings,
     seed_everything,
     split_dataset,
     to_device,
-    train_and_test,
 )
-from helpers_speed import Wrapped, compile_model, epoch_times, markdown_table, mixed_precision, train_epoch
+from helpers_common import Wrapped, epoch_times, markdown_table, train_epoch
+from helpers_run import ShardedResidentLoader, check_processes, check_schedule, train_lesson
+from helpers_speed import compile_model, mixed_precision
 
 # ==================================================================================================
 # The process group: who am I, how many are we
@@ -81,152 +77,12 @@ def barrier() -> None:
         dist.barrier()
 
 
-def _quiet_unless_main() -> None:
-    """In ranks other than 0: no printing (`print(..., force=True)` still prints) and no progress bars.
+def quiet_unless_main() -> contextlib.AbstractContextManager:
+    """A block in which ranks other than 0 print nothing: N processes run the same code, and rank 0 speaks for all.
 
-    N processes run the same code; without this every line and bar would show N times. torchvision's
-    reference scripts silence `print` the same way.
+    Standard output is set aside until the block ends; errors, on stderr, still show. Nothing outlives the block.
     """
-    if is_main_process():
-        return
-    original = builtins.print
-
-    def print_in_rank_0(*args: Any, force: bool = False, **kwargs: Any) -> None:
-        if force:
-            original(*args, **kwargs)
-
-    builtins.print = print_in_rank_0
-    os.environ["HELPERS_PROGRESS"] = "0"
-
-
-# ==================================================================================================
-# Each process's share of every batch
-# ==================================================================================================
-
-
-def check_processes(world_size: int, batch_size: int = LESSON.batch_size) -> None:
-    """Raise a ValueError unless a batch of `batch_size` splits evenly over `world_size` processes (notebook 10)."""
-    if batch_size % world_size:
-        divisors = ", ".join(str(n) for n in range(1, batch_size + 1) if batch_size % n == 0 and n <= 16)
-        raise ValueError(
-            f"a batch of {batch_size} does not split evenly over {world_size} processes: run a number of "
-            f"processes that divides it ({divisors}, ...), or change the batch size"
-        )
-
-
-def _place_in_group(batch_size: int, rank: int | None, world_size: int | None) -> tuple[int, int]:
-    """(rank, world_size), by default this process's; each process's share of a batch must be equal."""
-    default_rank, default_world = rank_and_world()
-    rank = default_rank if rank is None else rank
-    world_size = default_world if world_size is None else world_size
-    if not 0 <= rank < world_size:
-        raise ValueError(f"rank must be between 0 and world_size - 1 = {world_size - 1}, got {rank}")
-    check_processes(world_size, batch_size)
-    return rank, world_size
-
-
-class ShardedSampler(Sampler[int]):
-    """This process's share of every batch: the batches of one process, each split by rank.
-
-    Of each batch of `batch_size` that `sampler` forms, process `rank` takes `batch[rank::world_size]`;
-    a DataLoader with `batch_size=shard_size` yields those shares. Together the processes see exactly
-    one process's batches, in the same order. Unlike `DistributedSampler` it never pads: each image
-    counts once. For training (the default) every process must take the same number of steps; with
-    `uneven=True` (evaluation) a process with no share of a small last batch has one batch fewer.
-    """
-
-    def __init__(
-        self,
-        sampler: Iterable[int],
-        batch_size: int,
-        rank: int | None = None,
-        world_size: int | None = None,
-        uneven: bool = False,
-    ):
-        self.rank, self.world_size = _place_in_group(batch_size, rank, world_size)
-        if not uneven:
-            _check_same_steps(len(sampler), batch_size, self.world_size)
-        self.sampler, self.batch_size = sampler, batch_size
-        self.shard_size = batch_size // self.world_size
-
-    def __iter__(self) -> Iterator[int]:
-        for batch in BatchSampler(self.sampler, self.batch_size, drop_last=False):
-            yield from batch[self.rank :: self.world_size]
-
-    def __len__(self) -> int:
-        full, last = divmod(len(self.sampler), self.batch_size)
-        return full * self.shard_size + len(range(self.rank, last, self.world_size))
-
-
-def _check_same_steps(n: int, batch_size: int, world_size: int, drop_last: bool = False) -> None:
-    """Raise in every process alike if the processes would take different numbers of steps (DDP would hang)."""
-    last = n % batch_size
-    if not drop_last and 0 < last < world_size:
-        full = n // batch_size
-        raise ValueError(
-            f"the processes would take {full} to {full + 1} steps: the last batch is smaller than the number of "
-            "processes, so some get no share of it. Choose a batch size that leaves a larger last batch, or drop "
-            "it (drop_last=True)"
-        )
-
-
-def _batches_with_a_share(n: int, batch_size: int, rank: int, drop_last: bool = False) -> int:
-    """How many of the batches of `n` items hold an item for process `rank`."""
-    full, last = divmod(n, batch_size)
-    return full + (not drop_last and rank < last)
-
-
-class ShardedResidentLoader(DeviceResidentLoader):
-    """`DeviceResidentLoader` giving process `rank` its share, `batch[rank::world_size]`, of every batch.
-
-    For training (the default) every process must take the same number of steps; `uneven=True` lets a
-    process with no share of a small last batch have one batch fewer (evaluation).
-    """
-
-    def __init__(
-        self, *args: Any, rank: int | None = None, world_size: int | None = None, uneven: bool = False, **kwargs: Any
-    ):
-        super().__init__(*args, **kwargs)
-        self.rank, self.world_size = _place_in_group(self.batch_size, rank, world_size)
-        if not uneven:
-            _check_same_steps(len(self.labels), self.batch_size, self.world_size, self.drop_last)
-
-    def __len__(self) -> int:
-        return _batches_with_a_share(len(self.labels), self.batch_size, self.rank, self.drop_last)
-
-    def __iter__(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        for images, labels in super().__iter__():  # the batches one process would take, those with a share here
-            yield images[self.rank :: self.world_size], labels[self.rank :: self.world_size]
-
-
-def sharded_lesson_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[DeviceDataLoader, ...]:
-    """`helpers.lesson_loaders`, each process taking its share of every batch."""
-    cores = (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", "1"))  # this machine's processes share them
-    settings = loader_settings(device, cores)
-    generator = torch.Generator().manual_seed(seed)
-    samplers = [ShardedSampler(torch.utils.data.RandomSampler(train_set, generator=generator), LESSON.batch_size)]
-    samplers += [ShardedSampler(range(len(dataset)), LESSON.val_batch_size, uneven=True) for dataset in evaluation]
-    return tuple(
-        DeviceDataLoader(
-            DataLoader(dataset, sampler.shard_size, sampler=sampler, generator=generator, **settings), device
-        )
-        for dataset, sampler in zip((train_set, *evaluation), samplers)
-    )
-
-
-def sharded_resident_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[ShardedResidentLoader, ...]:
-    """`helpers.resident_loaders`, each process taking its share of every batch."""
-    keep = partial(ShardedResidentLoader.from_dataset, device=device)
-    train = keep(train_set, LESSON.batch_size, shuffle=True, seed=seed)
-    return (train, *(keep(dataset, LESSON.val_batch_size, uneven=True) for dataset in evaluation))
-
-
-# helpers.PIPELINES, each process taking its share of every batch
-SHARDED_PIPELINES = {"lesson": sharded_lesson_loaders, "resident": sharded_resident_loaders}
+    return contextlib.nullcontext() if is_main_process() else contextlib.redirect_stdout(io.StringIO())
 
 
 # ==================================================================================================
@@ -256,13 +112,14 @@ def mean_over_the_batch(share, bucket):  # no annotations: DDP compares them wit
     return dist.all_reduce(gradients, async_op=True).get_future().then(lambda done: done.value()[0])
 
 
-class DataParallel(Wrapped):
-    """`model`, trained by every process of the group: its training step through DistributedDataParallel.
+class DDPModel(Wrapped):
+    """`model`, trained by every process of the group: its training step through DistributedDataParallel (notebook 10).
 
-    DDP averages the gradients over the processes, each weighed by its share of the batch; the validation
-    averages sum over the processes before they divide. The model stays the same plain module, unchanged:
-    its weights, `state_dict` and checkpoints are one process's. The training loss `fit` reports is this
-    process's share's; validation covers every process's images.
+    Named for DDP, which it runs; not `torch.nn.DataParallel` (threads in one process), which it is not. DDP averages
+    the gradients over the processes, each weighed by its share of the batch; the validation means are the model's
+    own, over each process's images, summed over the processes before they divide. The model stays the same plain
+    module, unchanged: its weights, `state_dict` and checkpoints are one process's. The training loss `fit` reports
+    is this process's share's; validation covers every process's images.
     """
 
     def __init__(self, model: nn.Module, device: str | torch.device):
@@ -279,16 +136,16 @@ class DataParallel(Wrapped):
         return self.ddp(batch)
 
     def validation_epoch_end(self, outputs: Sequence[dict]) -> dict[str, float]:
-        """The means over every process's images: this process's sums, all-reduced, then divided once."""
-        sizes = torch.tensor([float(x["n"]) for x in outputs], device=self.device)
-        losses, accs = (torch.stack([x[k] for x in outputs]).float() for k in ("val_loss", "val_acc"))
-        *sums, count = all_reduce_sum(torch.stack([losses @ sizes, accs @ sizes, sizes.sum()])).tolist()  # one read
-        return {"val_loss": sums[0] / count, "val_acc": sums[1] / count}
+        """The means over every process's images: this process's means times its images, summed, divided once."""
+        mine, images = self.module.validation_epoch_end(outputs), sum(x["n"] for x in outputs)
+        sums = [mine["val_loss"] * images, mine["val_acc"] * images, images]
+        loss, acc, count = all_reduce_sum(torch.tensor(sums, dtype=torch.float64, device=self.device)).tolist()
+        return {"val_loss": loss / count, "val_acc": acc / count}
 
 
 def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
-    """`model` wrapped in `DataParallel` for the processes of the group; in one process, `model` itself."""
-    return DataParallel(model, device) if rank_and_world()[1] > 1 else model
+    """`model` wrapped in `DDPModel` for the processes of the group; in one process, `model` itself."""
+    return DDPModel(model, device) if rank_and_world()[1] > 1 else model
 
 
 # ==================================================================================================
@@ -346,7 +203,6 @@ def init_distributed(
         )
     if not dist.is_initialized():
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
-    _quiet_unless_main()
     return device
 
 
@@ -362,7 +218,7 @@ def train_distributed(
     backend: str | None = None,
     epochs: Sequence[int] = LESSON.epochs,
     lrs: Sequence[float] = LESSON.lrs,
-    pipeline: str = "lesson",
+    pipeline: str = "seeded",
     limit: int | None = None,
     save: str | Path | None = None,
     seed: int = LESSON.seed,
@@ -370,38 +226,39 @@ def train_distributed(
     amp: str | None = None,
     compile: bool | str = False,
 ) -> dict:
-    """`helpers.train_lesson` in this process of the group torchrun (or `ddp_worker`) set up; alone, the plain run.
+    """`helpers_run.train_lesson` in each process of the group torchrun (or `ddp_worker`) set up; alone, the plain run.
 
-    The same steps as `train_lesson`, and the data-parallel ones: join the group, rank 0 fetches the data
-    first, each process takes its share of every batch, the model trains in `data_parallel`, rank 0 saves.
-    `amp` and `compile` wrap the model for notebook 11's speed features.
+    Each process joins the group, takes its share of every batch and trains the model in `data_parallel`; rank 0
+    fetches the data first, prints and saves. `amp` and `compile` wrap the model for notebook 11's speed features.
     """
     device = init_distributed(device, backend)
     rank, world = rank_and_world()
-    save = Path(save).expanduser() if save else None
     try:
-        _place_in_group(LESSON.batch_size, rank, world)  # fail before any work if the batch does not split
+        check_processes(world)  # before any work, in every process alike
         check_schedule(epochs, lrs)
-        if save and rank == 0:
-            helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
-        print(describe_device(device) + (f"; {world} processes, each with its share of every batch" * (world > 1)))
         if rank == 0:
             helpers_data.ensure_mnist(root)
         barrier()  # the others read the data once rank 0 has verified it
-        seed_everything(seed)
-        train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-        test_set = load_mnist(root, train=False)
-        loaders = SHARDED_PIPELINES[pipeline](train_set, val_set, test_set, device=device, seed=seed)
-        model = to_device(MnistModel(784, hidden_size, 10), device)
-        trained, opt_func = mixed_precision(compile_model(model, compile), amp)
-        result = train_and_test(data_parallel(trained, device), loaders, epochs, lrs, opt_func)
-        if save and rank == 0:
-            torch.save(model.state_dict(), save)
-            print(f"saved the weights to {helpers_data.display_path(save)}")
+        with quiet_unless_main():
+            if world > 1:
+                print(f"{world} processes, each with its share of every batch")
+            result = train_lesson(
+                root, device, epochs, lrs, pipeline, limit, save if rank == 0 else None, seed, hidden_size,
+                rank=rank, world_size=world, progress=None if rank == 0 else False,
+                wrap=partial(_for_training, device=device, amp=amp, compile=compile),
+            )  # fmt: skip
         barrier()  # the saved file is complete before any process returns
-        return {"model": model} | result
+        return result
     finally:
         close_distributed()
+
+
+def _for_training(
+    model: nn.Module, device: torch.device, amp: str | None, compile: bool | str
+) -> tuple[nn.Module, Callable]:
+    """`model` wrapped to train in this process: compiled, under autocast, through DDP, as asked; and its opt_func."""
+    trained, opt_func = mixed_precision(compile_model(model, compile), amp)
+    return data_parallel(trained, device), opt_func
 
 
 def free_port() -> int:
@@ -511,8 +368,10 @@ def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out
     device = init_distributed(settings["device"])
     try:
         train_set, _ = split_dataset(load_mnist(settings["root"]), seed=settings["seed"], limit=settings["limit"])
-        resident = partial(ShardedResidentLoader.from_dataset, train_set, shuffle=True, device=device)
-        whole, share = resident(seed=settings["seed"], rank=0, world_size=1), resident(seed=settings["seed"])
+        resident = partial(
+            ShardedResidentLoader.from_dataset, train_set, shuffle=True, device=device, seed=settings["seed"]
+        )
+        whole, share = resident(), resident(rank=rank, world_size=world_size)
         shared_threads, all_threads = torch.get_num_threads(), os.cpu_count() or 1
         runs = []
         for hidden in settings["hidden_sizes"]:

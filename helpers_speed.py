@@ -4,6 +4,7 @@ precision, TF32, torch.compile, a speedrun and the profiler.
 Everything here composes around the lesson's functions in `helpers`, and wraps the model instead of changing it:
 `model, opt_func = mixed_precision(model, torch.bfloat16)` trains under autocast (float16 with a GradScaler) with
 `fit(epochs, lr, model, train_loader, val_loader, opt_func)`, and `compile_model(model)` compiles its training step.
+The benchmarks and the profiler train with `fit` or with `helpers_common.train_epoch`, the lesson's four lines alone.
 """
 
 from __future__ import annotations
@@ -24,13 +25,11 @@ from typing import Any
 
 import torch
 import torch.nn as nn
-from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, TensorDataset
+from torch.profiler import ProfilerActivity, profile, record_function
 
 from helpers import (
     LESSON,
-    PIPELINES,
     Classifier,
-    DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
     as_device,
@@ -40,44 +39,18 @@ from helpers import (
     fit,
     get_default_device,
     load_mnist,
-    loader_settings,
     model_device,
     seed_everything,
     split_dataset,
     synchronize,
     to_device,
 )
+from helpers_common import Wrapped, epoch_times, markdown_table, train_epoch
+from helpers_run import input_pipeline, resident_loaders
 
 # ==================================================================================================
-# Tables and timings: one way to write a table, one way to summarise epochs that took turns
+# Tables: how each benchmark's rows are written
 # ==================================================================================================
-
-
-def markdown_table(rows: Sequence[dict], columns: dict[str, Callable[[dict], str]]) -> str:
-    """`rows` as a Markdown table: one column per header, its cell written by the function beside it."""
-    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
-    lines += ["| " + " | ".join(cell(row) for cell in columns.values()) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def epoch_times(seconds: Sequence[float]) -> dict[str, float]:
-    """The median of epochs that took turns with other configurations, and their spread."""
-    return {"epoch_s": statistics.median(seconds), "epoch_s_min": min(seconds), "epoch_s_max": max(seconds)}
-
-
-def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any) -> float:
-    """One pass of the lesson's four lines over `loader`, nothing else; the mean loss, read once (a benchmark's epoch).
-
-    The read at the end waits for the device, so a timer around the call measures the work, not its queuing.
-    """
-    loss_sum = 0.0
-    for batch in loader:
-        loss = model.training_step(batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad()
-        loss_sum += loss.detach()
-    return float(loss_sum / len(loader))
 
 
 def _spread(row: dict) -> str:
@@ -116,56 +89,16 @@ format_speed = partial(markdown_table, columns=SPEED_COLUMNS)
 format_operations = partial(markdown_table, columns=OPERATION_COLUMNS)
 
 
-def _pyplot():
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
 # ==================================================================================================
-# Input pipelines: the lesson's against tuned and device-resident ones (notebook 09)
+# Input pipelines: the lesson's as taught against tuned and device-resident ones (notebook 09)
 # ==================================================================================================
-
-
-def taught_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[DeviceDataLoader, ...]:
-    """The loaders exactly as notebook 02 teaches them: PIL to tensor per image, 2 workers restarted every epoch."""
-    kw = {"num_workers": 2, "pin_memory": device.type == "cuda"}
-    generator = torch.Generator().manual_seed(seed)
-    train = DataLoader(train_set, LESSON.batch_size, shuffle=True, generator=generator, **kw)
-    evals = [DataLoader(dataset, LESSON.val_batch_size, shuffle=True, **kw) for dataset in evaluation]
-    return tuple(DeviceDataLoader(dl, device) for dl in (train, *evals))
-
-
-def tuned_loaders(
-    train_set: Dataset, *evaluation: Dataset, device: torch.device, seed: int = LESSON.seed
-) -> tuple[DeviceDataLoader, ...]:
-    """Tensors made once; whole batches indexed at a time; workers only with cores to spare (notebook 09)."""
-    loaders = []
-    for dataset, size, shuffle in (
-        (train_set, LESSON.batch_size, True),
-        *((d, LESSON.val_batch_size, False) for d in evaluation),
-    ):
-        tensors = DeviceResidentLoader.from_dataset(dataset, size, device="cpu")
-        tds = TensorDataset(tensors.images.float().div_(255), tensors.labels)
-        base = RandomSampler(tds, generator=torch.Generator().manual_seed(seed)) if shuffle else range(len(tds))
-        dl = DataLoader(
-            tds, sampler=BatchSampler(base, size, drop_last=False), batch_size=None, **loader_settings(device)
-        )
-        loaders.append(DeviceDataLoader(dl, device))
-    return tuple(loaders)
-
-
-# The benchmark's pipelines: the loaders exactly as taught (not helpers' seeded "lesson" ones), tuned, resident.
-BENCH_PIPELINES = {"as_taught": taught_loaders, "tuned": tuned_loaders, "resident": PIPELINES["resident"]}
 
 
 def benchmark_pipelines(
     root: str | Path = "data",
     devices: Sequence[str] | None = None,
     epochs: int = 3,
-    pipelines: Sequence[str] = tuple(BENCH_PIPELINES),
+    pipelines: Sequence[str] = ("as_taught", "tuned", "resident"),
     limit: int | None = None,
     out_dir: str | Path | None = None,
     seed: int = LESSON.seed,
@@ -183,9 +116,8 @@ def benchmark_pipelines(
     """
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
-    unknown = [p for p in pipelines if p not in BENCH_PIPELINES]
-    if unknown:
-        raise ValueError(f"unknown pipeline {unknown[0]!r}; choose from {', '.join(BENCH_PIPELINES)}")
+    for name in pipelines:
+        input_pipeline(name)  # an unknown name fails here, before any data is loaded
     devices = [as_device(d) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
     default_threads = torch.get_num_threads()
@@ -225,7 +157,7 @@ def _configs(device: torch.device, pipelines: Sequence[str]) -> list[tuple[str, 
 
 def _pipeline_run(pipeline: str, device: torch.device, threads: int | None, train_set, val_set, seed: int) -> dict:
     """A fresh seeded model and its loaders for one configuration of `benchmark_pipelines`."""
-    loaders = BENCH_PIPELINES[pipeline](train_set, val_set, device=device, seed=seed)
+    loaders = input_pipeline(pipeline)(train_set, val_set, device=device, seed=seed)
     seed_everything(seed)
     model = to_device(MnistModel(), device)
     run = {"pipeline": pipeline, "device": str(device), "threads": threads}
@@ -234,9 +166,9 @@ def _pipeline_run(pipeline: str, device: torch.device, threads: int | None, trai
 
 def plot_pipelines(rows: Sequence[dict]):
     """Seconds per epoch for each pipeline and device, as horizontal bars; return the Figure."""
+    import matplotlib.pyplot as plt
     from matplotlib.ticker import LogLocator, ScalarFormatter
 
-    plt = _pyplot()
     labels = [f"{r['pipeline']} on {r['device']}" + (f", {r['threads']} thr" if r["threads"] else "") for r in rows]
     fig, ax = plt.subplots(figsize=(7, 0.5 * len(rows) + 1))
     ax.barh(labels, [r["epoch_s"] for r in rows], color="tab:blue")
@@ -279,22 +211,18 @@ def speedrun(
     test = DeviceResidentLoader.from_dataset(load_mnist(root, train=False), 1000, device=device)
     synchronize(device)
     data_s = time.perf_counter() - t0
+
+    def sgd_decaying(params: Any, lr: float) -> torch.optim.Optimizer:
+        """SGD with Nesterov momentum, its learning rate falling linearly to zero over the run, a little every step."""
+        optimizer = torch.optim.SGD(params, lr, momentum=momentum, nesterov=momentum > 0)
+        schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1 - step / (epochs * len(train)))
+        optimizer.register_step_post_hook(lambda *_: schedule.step())  # the scheduler steps after each step
+        return optimizer
+
     seed_everything(seed)
     model = to_device(MnistModel(), device)
-    optimizer = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, nesterov=momentum > 0)
-    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda i: 1 - i / (epochs * len(train)))
-    train_s, val_accs = 0.0, []
-    for _ in range(epochs):
-        t0 = time.perf_counter()
-        for batch in train:
-            loss = model.training_step(batch)
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad()
-            schedule.step()  # the learning rate falls a little after every step
-        synchronize(device)
-        train_s += time.perf_counter() - t0
-        val_accs.append(evaluate(model, val)["val_acc"])
+    history = fit(epochs, lr, model, train, val, sgd_decaying, progress=False, verbose=False)
+    train_s, val_accs = sum(h["train_s"] for h in history), [h["val_acc"] for h in history]
     test_acc = evaluate(model, test)["val_acc"]  # the one and only look at the test set
     print(
         f"speedrun on {device}: {epochs} epochs in {train_s:.2f} s of training (+{data_s:.2f} s preparing data); "
@@ -323,7 +251,7 @@ def benchmark_fit(
         raise ValueError(f"rounds must be at least 2: the first is warm-up, timed apart; got {rounds}")
     device = get_default_device(device)
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    train, val = PIPELINES["resident"](train_set, val_set, device=device, seed=seed)
+    train, val = resident_loaders(train_set, val_set, device=device, seed=seed)
     seed_everything(seed)
     start = to_device(MnistModel(), device)
     fitted, bare = copy.deepcopy(start), copy.deepcopy(start)
@@ -397,47 +325,19 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
     return dtype
 
 
-class Wrapped(nn.Module):
-    """A model in a wrapper that changes how one of its steps runs; the weights and checkpoints stay the model's.
-
-    Every lesson method passes to the model's own, so `fit` and `evaluate` train the wrapper as they would the
-    model, and a subclass changes one step. The model itself is left as it was: wrap it, never patch it (as
-    `DistributedDataParallel` and `torch.compile` do). `state_dict` is the model's, so a checkpoint loads into it.
-    """
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.module = model
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self.module(*args, **kwargs)
-
-    def training_step(self, batch: Any) -> torch.Tensor:
-        return self.module.training_step(batch)
-
-    def validation_step(self, batch: Any) -> dict:
-        return self.module.validation_step(batch)
-
-    def validation_epoch_end(self, outputs: Sequence[dict]) -> dict[str, float]:
-        return self.module.validation_epoch_end(outputs)
-
-    def epoch_end(self, epoch: int, result: dict) -> None:
-        self.module.epoch_end(epoch, result)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> dict:
-        return self.module.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, state_dict: dict, strict: bool = True, assign: bool = False) -> Any:
-        return self.module.load_state_dict(state_dict, strict, assign)
-
-
 class MixedPrecision(Wrapped):
-    """`model`, its training step under autocast to `amp` (notebook 11); float16's loss scaled for backward.
+    """`model`, its training step under autocast to `amp`, float16's loss scaled for backward (notebook 11).
 
-    Decided once, nanoGPT's way, so the step has no branch: without `amp` the autocast is disabled, and so is
-    the GradScaler, which then passes everything through. With float16 the scaler's `scale` hooks the loss, so
-    `loss.backward()` computes scaled gradients (small ones would round to zero in float16) while the loss
-    itself stays unscaled; the optimizer from `mixed_precision`'s `opt_func` unscales them before its step.
+    Decided once, as nanoGPT decides its `ctx` and `scaler`, so that the step has no branch: the autocast, and a
+    GradScaler enabled for float16 alone (bfloat16 keeps float32's range; a disabled scaler gives the loss as it
+    is). The step returns the loss itself, which `fit` adds up, carrying the scaled loss's gradients:
+    `loss.backward()` computes the gradients of loss x scale, so that float16's small ones do not round to zero,
+    and the optimizer that `mixed_precision` gives `fit` unscales them before its step (`ScaledOptimizer`).
+
+    Every term of the loss belongs in `training_step` (a subclass's: `super().training_step(batch) + penalty`). A
+    term added to the returned loss outside it runs without autocast and is not scaled, so with float16 the
+    unscaling divides its gradient by the scale (65,536 at first) and training all but ignores it. With bfloat16
+    there is no scaler, and such a term trains as written.
     """
 
     def __init__(self, model: nn.Module, amp: torch.dtype | str | None):
@@ -448,14 +348,19 @@ class MixedPrecision(Wrapped):
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
 
     def training_step(self, batch: Any) -> torch.Tensor:
-        with self.autocast:
+        with self.autocast:  # nanoGPT's `with ctx:`: the forward pass and the loss, in 16 bits where that is safe
             loss = self.module.training_step(batch)
-        loss.register_hook(self.scaler.scale)  # backward() starts from loss x scale, as scaler.scale(loss) would
-        return loss
+        scaled = self.scaler.scale(loss)  # nanoGPT's `scaler.scale(loss)`: the loss times the scale (float16)
+        return loss.detach() + (scaled - scaled.detach())  # the loss's value, the scaled loss's gradients
 
 
-class GradScaled:
-    """An optimizer whose step goes through a GradScaler: gradients unscaled, a step with inf or NaN skipped."""
+class ScaledOptimizer:
+    """`optimizer`, its step through a GradScaler, as nanoGPT's `scaler.step(optimizer); scaler.update()` (notebook 11).
+
+    The step unscales the gradients, is skipped if they hold inf or NaN, and adjusts the scale. Its state is the
+    optimizer's, the scaler's beside it: a checkpoint records the optimizer inside (`.optimizer`), so that a plain
+    `fit` resumes a float16 run (ignoring the scaler's state), and a float16 run resumes a plain one.
+    """
 
     def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
         self.optimizer, self.scaler = optimizer, scaler
@@ -468,27 +373,41 @@ class GradScaled:
         self.optimizer.zero_grad(set_to_none)
 
     def state_dict(self) -> dict:
-        return self.optimizer.state_dict()
+        return self.optimizer.state_dict() | {"grad_scaler": self.scaler.state_dict()}
 
     def load_state_dict(self, state: dict) -> None:
-        self.optimizer.load_state_dict(state)
+        self.optimizer.load_state_dict(state)  # an optimizer ignores the scaler's entry
+        if state.get("grad_scaler"):  # a run without float16 saved none: the scale starts afresh
+            self.scaler.load_state_dict(state["grad_scaler"])
+
+
+def with_scaler(opt_func: Callable[..., torch.optim.Optimizer], scaler: torch.amp.GradScaler) -> Callable:
+    """`opt_func`, its optimizers stepping through `scaler` (`ScaledOptimizer`); named as `opt_func`, which `fit`
+    records, so that a checkpoint resumes with mixed precision or without."""
+
+    def scaled(params: Any, lr: float) -> ScaledOptimizer:
+        return ScaledOptimizer(opt_func(params, lr), scaler)
+
+    scaled.__name__ = getattr(opt_func, "__name__", "optimizer")
+    return scaled
 
 
 def mixed_precision(
     model: nn.Module, amp: torch.dtype | str | None, opt_func: Callable = torch.optim.SGD
-) -> tuple[MixedPrecision, Callable]:
+) -> tuple[nn.Module, Callable]:
     """`model` trained under autocast to `amp`, and the `opt_func` to give `fit` with it (notebook 11).
 
-    model, opt_func = mixed_precision(model, torch.float16)
-    fit(5, 0.5, model, train_loader, val_loader, opt_func)
+        model, opt_func = mixed_precision(model, torch.float16)
+        fit(5, 0.5, model, train_loader, val_loader, opt_func)
+
+    Decided once, as nanoGPT decides: without `amp`, `model` and `opt_func` as they are; with bfloat16, the model
+    under autocast (`MixedPrecision`); with float16, also the loss scaled and the optimizer's step through the
+    scaler (`ScaledOptimizer`).
     """
+    if autocast_dtype(amp, model_device(model)) is None:
+        return model, opt_func
     wrapped = MixedPrecision(model, amp)
-
-    def scaled(params: Any, lr: float) -> GradScaled:
-        return GradScaled(opt_func(params, lr), wrapped.scaler)
-
-    scaled.__name__ = getattr(opt_func, "__name__", "optimizer")  # what a checkpoint records as the optimizer
-    return wrapped, scaled
+    return wrapped, (with_scaler(opt_func, wrapped.scaler) if wrapped.scaler.is_enabled() else opt_func)
 
 
 class Compiled(Wrapped):
@@ -664,40 +583,76 @@ def profile_training(
 ) -> dict:
     """Profile `steps` training steps with torch.profiler, each phase labelled; return seconds and profile.
 
-    The phases are `data` (waiting for the next batch, on the device), `forward`, `backward` and
-    `optimizer`. One batch is drawn before profiling starts, so that starting workers is not counted.
-    On CUDA the device is synchronized in every phase, so that each phase's time includes its GPU work.
-    With `trace`, the timeline is written there for Perfetto (ui.perfetto.dev) or chrome://tracing.
+    The steps are `train_epoch`'s, the lesson's four lines, their phases labelled by wrapping the loader, the
+    model and the optimizer: `data` (waiting for the next batch, on the device), `forward`, `backward` and
+    `optimizer`. One batch is drawn before profiling starts, so that starting workers is not counted. On CUDA the
+    device is synchronized at the end of every phase, so that each phase's time includes its GPU work. With
+    `trace`, the timeline is written there for Perfetto (ui.perfetto.dev) or chrome://tracing.
     """
-    from torch.profiler import ProfilerActivity, profile, record_function
-
     os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
     device = model_device(model)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    optimizer = torch.optim.SGD(model.parameters(), lr)
+    phases = _Phases(device)
     batches = iter(loader)
     next(batches)
+    optimizer = _LabelledOptimizer(torch.optim.SGD(model.parameters(), lr), phases)
     with profile(activities=activities) as prof:
-        for _ in range(steps):
-            with record_function("data"):
-                batch = next(batches)
-                synchronize(device)
-            with record_function("forward"):
-                loss = model.training_step(batch)
-                synchronize(device)
-            with record_function("backward"):
-                loss.backward()
-                synchronize(device)
-            with record_function("optimizer"):
-                optimizer.step()
-                optimizer.zero_grad(set_to_none=True)
-                synchronize(device)
+        train_epoch(_Labelled(model, phases), _labelled(batches, steps, phases), optimizer)
     if trace is not None:
         Path(trace).parent.mkdir(parents=True, exist_ok=True)
         prof.export_chrome_trace(str(trace))
     events = prof.key_averages()
     seconds = {e.key: e.cpu_time_total / 1e6 for e in events if e.key in PHASES}
     return {"seconds": {phase: seconds.get(phase, 0.0) for phase in PHASES}, "steps": steps, "profile": prof}
+
+
+class _Phases:
+    """The profile's labels, one open at a time: each phase of a step begins where the one before it ends."""
+
+    def __init__(self, device: torch.device):
+        self.device, self.open = device, None
+
+    def begin(self, phase: str | None) -> None:
+        synchronize(self.device)  # the phase before ends when its work on the device does
+        if self.open is not None:
+            self.open.__exit__(None, None, None)
+        self.open = record_function(phase).__enter__() if phase else None
+
+
+def _labelled(batches: Iterator, steps: int, phases: _Phases) -> Iterator:
+    """The next `steps` batches, each waited for in the phase `data`."""
+    for _ in range(steps):
+        phases.begin("data")
+        yield next(batches)
+    phases.begin(None)
+
+
+class _Labelled(Wrapped):
+    """`model`, its training step in the phase `forward`, and what follows (the backward pass) in `backward`."""
+
+    def __init__(self, model: nn.Module, phases: _Phases):
+        super().__init__(model)
+        self.phases = phases
+
+    def training_step(self, batch: Any) -> torch.Tensor:
+        self.phases.begin("forward")
+        loss = self.module.training_step(batch)
+        self.phases.begin("backward")
+        return loss
+
+
+class _LabelledOptimizer:
+    """`optimizer`, its step and the zeroing of the gradients in the phase `optimizer`."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, phases: _Phases):
+        self.optimizer, self.phases = optimizer, phases
+
+    def step(self) -> None:
+        self.phases.begin("optimizer")
+        self.optimizer.step()
+
+    def zero_grad(self) -> None:
+        self.optimizer.zero_grad()
 
 
 def top_operations(profiled: dict, n: int = 10) -> list[dict]:
@@ -718,7 +673,8 @@ def top_operations(profiled: dict, n: int = 10) -> list[dict]:
 
 def plot_phases(profiles: dict[str, dict]):
     """Per-step seconds of each phase, one bar per profiled pipeline; return the Figure."""
-    plt = _pyplot()
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(7, 0.6 * len(profiles) + 1.2))
     colors = {"data": "tab:orange", "forward": "tab:blue", "backward": "tab:green", "optimizer": "tab:purple"}
     for y, profiled in enumerate(profiles.values()):
@@ -748,7 +704,8 @@ def _stack_depths(spans: list[dict]) -> list[int]:
 
 def plot_trace(path: str | Path, step: int = 1, levels: int = 3):
     """One training step of a `profile_training` trace as a timeline, as Perfetto shows it (notebook 09)."""
-    plt = _pyplot()
+    import matplotlib.pyplot as plt
+
     events = json.loads(Path(path).read_text())["traceEvents"]
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in events if e.get("name") == "thread_name"}
     spans = [e for e in events if e.get("ph") == "X" and e.get("cat") != "Trace" and e.get("dur", 0) > 0]

@@ -3,6 +3,7 @@ one clear line before any work; torchrun reports a failed launch's error."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -12,6 +13,7 @@ import helpers
 import helpers_cli
 import helpers_data
 import helpers_ddp
+import helpers_run
 import helpers_speed
 
 sys.path.insert(0, str(helpers.Path(helpers.__file__).resolve().parent / "notebooks"))
@@ -33,7 +35,7 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "train", "--fast"]) == 0
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "bench", "--out", str(tmp_path / "b")]) == 0
     saved = json.loads((tmp_path / "b" / "bench.json").read_text())
-    assert [r["pipeline"] for r in saved["pipelines"]][:3] == list(helpers_speed.BENCH_PIPELINES)
+    assert [r["pipeline"] for r in saved["pipelines"]][:3] == ["as_taught", "tuned", "resident"]
     assert [r["config"] for r in saved["speed"]] == ["float32"], "a dry run compiles nothing, converts nothing"
     readme = tmp_path / "README.md"
     readme.write_text(f"# Title\n\n{bench.README_BENCH[0]}\nold figures\n{bench.README_BENCH[1]}\n\nMore.\n")
@@ -61,9 +63,22 @@ def test_command_line_passes_the_switches(monkeypatch):
     assert seen["amp"] is None and seen["compile"] is False
 
 
-def test_the_command_line_is_a_parser_and_a_table_of_commands():
-    commands = helpers_cli.parser()._subparsers._group_actions[0].choices
-    assert set(commands) == set(helpers_cli.COMMANDS), "every command the parser knows has its function"
+def test_the_command_line_is_a_parser_and_a_table_of_commands(capsys):
+    """Read from what a person sees: the commands --help lists are those the table runs, and each parses."""
+    listed = re.search(r"\{([\w,-]+)\}", helpers_cli.parser().format_help()).group(1).split(",")
+    assert set(listed) == set(helpers_cli.COMMANDS), "every command the parser knows has its function"
+    assert all(helpers_cli.parser().parse_args([command]).command == command for command in listed)
+    with pytest.raises(SystemExit) as exit_code:
+        helpers_cli.parser().parse_args(["fly"])
+    assert exit_code.value.code == 2 and "invalid choice: fly" in capsys.readouterr().err.replace("'", "")
+
+
+def test_an_input_pipeline_by_an_old_name_is_refused_with_the_new_ones(capsys):
+    with pytest.raises(SystemExit):
+        helpers_cli.parser().parse_args(["train", "--pipeline", "lesson"])
+    err = capsys.readouterr().err.replace("'", "")  # Python 3.12 dropped the quotes around the choices
+    assert "invalid choice: lesson (choose from as_taught, seeded, tuned, resident)" in err
+    assert helpers_cli.parser().parse_args(["train", "--fast"]).pipeline == "resident"
 
 
 # ---------------------------------------------------------------------------- refused before any work
@@ -77,7 +92,7 @@ def no_work(monkeypatch):
         raise AssertionError("work started before the arguments were checked")
 
     names = ("load_mnist", "ensure_mnist", "train_distributed", "benchmark_pipelines", "benchmark_ddp", "speedrun")
-    for module in (helpers, helpers_data, helpers_speed, helpers_ddp, helpers_cli):
+    for module in (helpers, helpers_data, helpers_run, helpers_speed, helpers_ddp, helpers_cli):
         for name in names:
             if hasattr(module, name):
                 monkeypatch.setattr(module, name, forbidden)
@@ -96,7 +111,7 @@ def test_a_save_path_that_cannot_be_written_fails_before_any_training(tmp_path, 
     with pytest.raises(error, match=match):
         helpers_cli.main(["--dry-run", "train", "--save", str(tmp_path / save)])
     with pytest.raises(error, match=match):  # the public function checks too, before it loads any data
-        helpers.train_lesson(device="cpu", save=tmp_path / save)
+        helpers_run.train_lesson(device="cpu", save=tmp_path / save)
 
 
 def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):

@@ -6,6 +6,7 @@ four processes, and a job whose rank 1 fails; `make test` executes it once, and
 tests/test_notebooks.py::test_series_results_are_the_lessons[10_many_gpus] checks that each gave one process's
 weights and that the failed job ended within a minute. The launches here are the ones the notebook does not make."""
 
+import builtins
 import json
 import os
 import subprocess
@@ -18,6 +19,7 @@ from torch.utils.data import DataLoader, Subset
 
 import helpers
 import helpers_ddp
+import helpers_run
 
 REPO = helpers.Path(helpers.__file__).resolve().parent
 
@@ -79,13 +81,13 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
     try:
         images, labels = helpers._as_uint8_images(helpers.load_mnist(data_root, train=False))
         images, labels = images[:1001], labels[:1001]  # 1001 images: no batch size below splits them evenly
-        found = {}
+        found, share = {}, {"rank": rank, "world_size": world_size}
         helpers.seed_everything(0)
         model = helpers_ddp.data_parallel(helpers.MnistModel(), "cpu")  # its evaluation sums over the processes
         for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
-            resident = helpers_ddp.ShardedResidentLoader(images, labels, batch_size, device="cpu", uneven=True)
+            resident = helpers_run.ShardedResidentLoader(images, labels, batch_size, device="cpu", uneven=True, **share)
             dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
-            sampler = helpers_ddp.ShardedSampler(range(1001), batch_size, uneven=True)
+            sampler = helpers_run.ShardedSampler(range(1001), batch_size, uneven=True, **share)
             loader = DataLoader(dataset, sampler.shard_size, sampler=sampler)
             found[f"resident_{batch_size}"] = helpers.evaluate(model, resident)
             found[f"loader_{batch_size}"] = helpers.evaluate(model, loader)
@@ -93,16 +95,16 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         helpers.seed_everything(1)
         plain = helpers.MnistModel()
         ddp = helpers_ddp.data_parallel(plain, "cpu")
-        train = helpers_ddp.ShardedResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3)
-        val = helpers_ddp.ShardedResidentLoader(images, labels, 256, device="cpu", uneven=True)
+        train = helpers_run.ShardedResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3, **share)
+        val = helpers_run.ShardedResidentLoader(images, labels, 256, device="cpu", uneven=True, **share)
         (epoch,) = helpers.fit(1, 0.5, ddp, train, val, progress=False, verbose=False)
-        seen = sum(len(labels) for _, labels in helpers_ddp.ShardedResidentLoader(images, labels, 128, device="cpu"))
+        seen = sum(len(y) for _, y in helpers_run.ShardedResidentLoader(images, labels, 128, device="cpu", **share))
         loss_sum, count = helpers_ddp.all_reduce_sum(torch.tensor([epoch["train_loss"] * seen, seen])).tolist()
         found["train"] = epoch | {"train_loss": loss_sum / count, "share": seen}  # each process's loss, its share's
         found["plain_unchanged"] = not {"training_step", "forward", "validation_epoch_end"} & set(vars(plain))
         weights = ddp.state_dict()  # the model's own: one process's weights, no "module." prefix
         try:  # batches of 8 leave rank 1 without a share of the last one: it would take one step fewer
-            helpers_ddp.ShardedResidentLoader(images, labels, 8, device="cpu")
+            helpers_run.ShardedResidentLoader(images, labels, 8, device="cpu", **share)
             found["steps_error"] = None
         except ValueError as error:
             found["steps_error"] = str(error)
@@ -120,29 +122,30 @@ def group(data_root, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def test_images(mnist_test):
+def first_1001(mnist_test):
+    """(uint8 images, labels): the first 1,001 images of MNIST's test set, as each process of `group` holds them."""
     images, labels = helpers._as_uint8_images(mnist_test)
     return images[:1001], labels[:1001]
 
 
 @pytest.mark.parametrize("batch_size", [256, 8])
 @pytest.mark.parametrize("kind", ["resident", "loader"])
-def test_evaluation_across_two_processes_equals_one_process(group, test_images, kind, batch_size):
+def test_evaluation_across_two_processes_equals_one_process(group, first_1001, kind, batch_size):
     model = helpers.MnistModel()
     model.load_state_dict(group["init"])
-    one = helpers.evaluate(model, helpers.DeviceResidentLoader(*test_images, batch_size, device="cpu"))
+    one = helpers.evaluate(model, helpers.DeviceResidentLoader(*first_1001, batch_size, device="cpu"))
     two = group["found"][f"{kind}_{batch_size}"]
     assert two["val_loss"] == pytest.approx(one["val_loss"], abs=1e-6)
     assert two["val_acc"] == pytest.approx(one["val_acc"], abs=1e-6)
 
 
-def test_an_uneven_last_batch_trains_as_in_one_process(group, test_images):
+def test_an_uneven_last_batch_trains_as_in_one_process(group, first_1001):
     """53 + 52 images: DDP's plain average of the two means would weigh them wrongly. Each process reports the
     training loss of its own share; weighed by the shares, the two give one process's."""
     helpers.seed_everything(1)
     model = helpers.MnistModel()
-    train = helpers.DeviceResidentLoader(*test_images, 128, shuffle=True, device="cpu", seed=3)
-    val = helpers.DeviceResidentLoader(*test_images, 256, device="cpu")
+    train = helpers.DeviceResidentLoader(*first_1001, 128, shuffle=True, device="cpu", seed=3)
+    val = helpers.DeviceResidentLoader(*first_1001, 256, device="cpu")
     (one,) = helpers.fit(1, 0.5, model, train, val, progress=False, verbose=False)
     two = group["found"]["train"]
     assert two["share"] == 501, "rank 0: 7 shares of 64, then 53 of the last 105"
@@ -166,7 +169,7 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
     order = torch.randperm(1001, generator=torch.Generator().manual_seed(0)).tolist()
 
     def batches(rank, world_size):
-        sampler = helpers_ddp.ShardedSampler(order, 128, rank=rank, world_size=world_size)
+        sampler = helpers_run.ShardedSampler(order, 128, rank=rank, world_size=world_size)
         loader = DataLoader(range(1001), sampler.shard_size, sampler=sampler)
         assert len(loader) == len(list(loader)) and len(sampler) == len(list(sampler))
         return [b.tolist() for b in loader]
@@ -178,7 +181,7 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
         assert sorted(i for shard in shards for i in shard[step]) == sorted(batch)
     images, labels = torch.zeros(1001, 1, 28, 28, dtype=torch.uint8), torch.arange(1001)
     loaders = [
-        helpers_ddp.ShardedResidentLoader(
+        helpers_run.ShardedResidentLoader(
             images, labels, 128, shuffle=True, device="cpu", rank=r, world_size=world_size
         )
         for r in range(world_size)
@@ -190,9 +193,9 @@ def test_the_shards_of_every_batch_make_up_the_batches_of_one_process(world_size
 
 def test_a_batch_that_does_not_split_evenly_is_refused():
     with pytest.raises(ValueError, match="a batch of 128 does not split evenly over 3 processes.*1, 2, 4, 8, 16"):
-        helpers_ddp.ShardedSampler(range(10), 128, rank=0, world_size=3)
+        helpers_run.ShardedSampler(range(10), 128, rank=0, world_size=3)
     with pytest.raises(ValueError, match="does not split evenly over 3"):
-        helpers_ddp.ShardedResidentLoader(
+        helpers_run.ShardedResidentLoader(
             torch.zeros(10, 1, 28, 28), torch.zeros(10), 128, device="cpu", rank=0, world_size=3
         )
 
@@ -231,6 +234,18 @@ def test_init_distributed_joins_with_the_backend_that_suits_the_device_and_one_p
     assert helpers_ddp.init_distributed("cuda") == torch.device("cuda", 1), "process LOCAL_RANK takes GPU LOCAL_RANK"
     assert joined == ["gloo", "cuda:1", "nccl"]
     assert helpers_ddp.init_distributed("cuda", backend="gloo") == torch.device("cuda", 1) and joined[-1] == "gloo"
+
+
+def test_ranks_above_0_print_nothing_within_the_block_and_nothing_outlives_it(monkeypatch, capsys):
+    """Rank 1 was silenced by replacing builtins.print and setting HELPERS_PROGRESS for the rest of the process."""
+    before = (builtins.print, sys.stdout, os.environ.get("HELPERS_PROGRESS"))
+    for rank in (1, 0):
+        monkeypatch.setattr(helpers_ddp, "rank_and_world", lambda rank=rank: (rank, 2))
+        with helpers_ddp.quiet_unless_main():
+            print(f"rank {rank} speaks")
+        print(f"after rank {rank}'s block")
+    assert capsys.readouterr().out == "after rank 1's block\nrank 0 speaks\nafter rank 0's block\n"
+    assert (builtins.print, sys.stdout, os.environ.get("HELPERS_PROGRESS")) == before
 
 
 def test_one_process_needs_no_group():

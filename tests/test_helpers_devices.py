@@ -154,10 +154,23 @@ def test_synchronize_waits_for_cuda():
     helpers.synchronize(torch.device("cpu"))  # a no-op, not an error
 
 
-def test_time_matmul_rows():
+def test_time_matmul_rows(monkeypatch):
+    """One row per size, in order: `seconds` the median of the timed products and `gflops` an n x n product's 2n^3
+    operations over it. A clock on which the products take 3, 1 and 2 ms gives 2 ms; no speed is claimed."""
     rows = helpers.time_matmul([16, 64], "cpu", repeats=3)
-    assert [r["size"] for r in rows] == [16, 64]
-    assert all(r["device"] == "cpu" and r["seconds"] > 0 and r["gflops"] > 0 for r in rows)
+    assert [(r["device"], r["size"]) for r in rows] == [("cpu", 16), ("cpu", 64)]
+    assert all(r["gflops"] == pytest.approx(2 * r["size"] ** 3 / r["seconds"] / 1e9) for r in rows)
+    took, clock = iter([0.003, 0.001, 0.002] * 2), {"now": 0.0, "calls": 0}
+
+    def perf_counter():  # every second call ends a product: the time moves on by what it took
+        clock["calls"] += 1
+        clock["now"] += next(took) if clock["calls"] % 2 == 0 else 0.0
+        return clock["now"]
+
+    monkeypatch.setattr(helpers.time, "perf_counter", perf_counter)
+    timed = helpers.time_matmul([16, 64], "cpu", repeats=3)
+    assert [r["seconds"] for r in timed] == pytest.approx([0.002, 0.002])
+    assert [r["gflops"] for r in timed] == pytest.approx([2 * 16**3 / 0.002 / 1e9, 2 * 64**3 / 0.002 / 1e9])
     with pytest.raises(ValueError, match="not available"):
         helpers.time_matmul([16], "cuda:9")
 

@@ -6,7 +6,7 @@ import json
 
 import pytest
 import torch
-from conftest import small_dataloaders
+from conftest import same_weights, small_dataloaders
 
 import helpers
 import helpers_cli
@@ -29,7 +29,7 @@ def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatc
     fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "samples_per_s", "val_acc"}
     assert all(fields | {"speedup_vs_taught"} <= set(r) for r in rows)
     pipelines = [(r["pipeline"], r["threads"]) for r in rows]
-    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in helpers_speed.BENCH_PIPELINES]
+    assert pipelines[:3] == [(p, torch.get_num_threads()) for p in ("as_taught", "tuned", "resident")]
     if torch.get_num_threads() > 1:
         assert pipelines[3] == ("resident", 1)
     models = list(dict.fromkeys(order))
@@ -63,9 +63,9 @@ def test_a_benchmark_on_a_device_that_is_not_one_fails_before_loading_data(tmp_p
 def test_speedrun_runs_its_whole_schedule_and_looks_at_the_test_set_once(data_root, monkeypatch):
     seen = []
     real_evaluate = helpers.evaluate
-    monkeypatch.setattr(
-        helpers_speed, "evaluate", lambda model, loader: seen.append(len(loader.labels)) or real_evaluate(model, loader)
-    )
+    counted = lambda model, loader: seen.append(len(loader.labels)) or real_evaluate(model, loader)
+    for module in (helpers, helpers_speed):  # fit's validation, and the speedrun's look at the test set
+        monkeypatch.setattr(module, "evaluate", counted)
     result = helpers_speed.speedrun(data_root, "cpu", epochs=2, target=0.999)
     assert seen == [10000, 10000, 10000], "validation after each epoch, then the test set once, at the end"
     assert result["epochs"] == 2 and len(result["val_accs"]) == 2 and not result["reached"]
@@ -100,6 +100,8 @@ def test_switches_off_train_exactly_as_plain_fit_and_never_compile(monkeypatch):
     plain = helpers.MnistModel()
     plain_history = helpers.fit(2, 0.5, plain, *small_dataloaders(), progress=False, verbose=False)
     monkeypatch.setattr(torch, "compile", lambda *a, **kw: pytest.fail("torch.compile called with compile off"))
+    model = helpers.MnistModel()
+    assert helpers_speed.mixed_precision(model, None) == (model, torch.optim.SGD), "off: nothing wrapped"
     off, off_history = _trained(amp=None, compile=False)
     for key, value in plain.state_dict().items():
         assert torch.equal(value, off.state_dict()[key])
@@ -130,6 +132,13 @@ def test_bfloat16_autocast_runs_the_training_forward_pass_in_bfloat16():
     assert history[0]["val_acc"] == pytest.approx(plain_history[0]["val_acc"], abs=0.05)
 
 
+def _scaled(model, init_scale=1024.0):
+    """`model` as float16 would train it, on any device: its loss scaled by an enabled GradScaler, autocast off."""
+    wrapped = helpers_speed.MixedPrecision(model, None)
+    wrapped.scaler = torch.amp.GradScaler("cpu", init_scale=init_scale, enabled=True)
+    return wrapped, helpers_speed.with_scaler(torch.optim.SGD, wrapped.scaler)
+
+
 def test_a_scaled_loss_backpropagates_scaled_gradients_and_the_step_unscales_them():
     """float16's loss scaling, shown with an enabled GradScaler on any device: the loss stays unscaled, backward
     gets scaled gradients, the optimizer's step unscales them, and a step with an inf gradient is skipped."""
@@ -137,15 +146,15 @@ def test_a_scaled_loss_backpropagates_scaled_gradients_and_the_step_unscales_the
     plain = helpers.MnistModel()
     scaled_model = helpers.MnistModel()
     scaled_model.load_state_dict(plain.state_dict())
-    wrapped, opt_func = helpers_speed.mixed_precision(scaled_model, None)
-    wrapped.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0, enabled=True)
+    wrapped, opt_func = _scaled(scaled_model)
     batch = (torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,)))
     loss, plain_loss = wrapped.training_step(batch), plain.training_step(batch)
-    assert loss.item() == pytest.approx(plain_loss.item()), "the loss fit reports is not scaled"
+    assert loss.item() == plain_loss.item(), "the loss fit reports is not scaled"
     loss.backward()
     plain_loss.backward()
     assert torch.allclose(scaled_model.linear1.weight.grad, 1024.0 * plain.linear1.weight.grad, rtol=1e-5)
     optimizer = opt_func(scaled_model.parameters(), 0.5)
+    assert isinstance(optimizer, helpers_speed.ScaledOptimizer) and opt_func.__name__ == "SGD"
     optimizer.step()
     torch.optim.SGD(plain.parameters(), 0.5).step()
     assert torch.allclose(scaled_model.linear1.weight, plain.linear1.weight, atol=1e-6), "unscaled before the step"
@@ -154,6 +163,79 @@ def test_a_scaled_loss_backpropagates_scaled_gradients_and_the_step_unscales_the
     optimizer.step()
     assert torch.equal(scaled_model.linear1.weight, before), "a step with inf gradients is skipped"
     assert optimizer.scaler.get_scale() < 1024.0, "and the scale lowered"
+
+
+def test_a_loss_term_added_outside_the_training_step_is_not_scaled():
+    """What MixedPrecision's docstring says: with a scaler, a term added to the returned loss outside training_step
+    gets its gradient divided by the scale at the step; inside a subclass's training_step it trains as written."""
+    torch.manual_seed(0)
+    model = helpers.MnistModel()
+    batch = (torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,)))
+    wrapped, _ = _scaled(model)
+    penalty = lambda: model.linear1.weight.square().sum()
+    (wrapped.training_step(batch) + penalty()).backward()
+    outside = model.linear1.weight.grad.clone() / 1024.0  # what the step sees, unscaled
+    model.zero_grad()
+    (model.training_step(batch) + penalty()).backward()
+    written = model.linear1.weight.grad.clone()
+    model.zero_grad()
+    model.training_step(batch).backward()
+    assert torch.allclose(outside, model.linear1.weight.grad + 2 * model.linear1.weight / 1024.0, atol=1e-6)
+    assert not torch.allclose(outside, written, atol=1e-4), "the term outside trains 1024 times weaker"
+
+
+# ------------------------------------------------ checkpoints across mixed precision: each resumes the other's
+
+
+def _fit(epochs, model, opt_func, path=None, loaders=None):
+    loaders = loaders or small_dataloaders()  # the same shuffles every time: a resumed run restores their state
+    return helpers.fit(epochs, 0.5, model, *loaders, opt_func, checkpoint_path=path, progress=False, verbose=False)
+
+
+def _uninterrupted(first, then):
+    """The weights of one epoch trained as `first` (mixed precision's amp, or None) and a second as `then`."""
+    torch.manual_seed(0)
+    model, loaders = helpers.MnistModel(), small_dataloaders()
+    for amp in (first, then):
+        _fit(1, *helpers_speed.mixed_precision(model, amp), loaders=loaders)
+    return model
+
+
+@pytest.mark.parametrize(("first", "then"), [(torch.bfloat16, None), (None, torch.bfloat16)], ids=["bf16", "plain"])
+def test_a_checkpoint_written_with_or_without_bfloat16_resumes_in_the_other(tmp_path, capsys, first, then):
+    """fit with mixed_precision(model, torch.bfloat16) and a checkpoint, then a plain fit on the same path; and the
+    reverse. The resumed run ends with the weights of a run that changed precision after one epoch, unstopped."""
+    path = tmp_path / "run.ckpt"
+    torch.manual_seed(0)
+    (one,) = _fit(1, *helpers_speed.mixed_precision(helpers.MnistModel(), first), path)
+    torch.manual_seed(1)  # a new session: other weights, until the checkpoint loads
+    resumed = helpers.MnistModel()
+    history = _fit(2, *helpers_speed.mixed_precision(resumed, then), path)
+    assert "1 of 2 epochs already done" in capsys.readouterr().out and history[0] == one and len(history) == 2
+    assert helpers.load_checkpoint(path)["optimizer_class"] == "SGD"
+    assert same_weights(resumed, _uninterrupted(first, then))
+
+
+def test_a_checkpoint_keeps_the_gradscalers_state_and_resumes_with_or_without_it(tmp_path, capsys):
+    """float16's case on any device: a scaled run's checkpoint holds SGD's state and, beside it, the scaler's; a
+    plain fit resumes it, and a scaled fit resumes it with the scale it had. Scaling by a power of two is exact, so
+    a scaled run trains the plain run's weights."""
+    scaled_path, plain_path = tmp_path / "scaled.ckpt", tmp_path / "plain.ckpt"
+    torch.manual_seed(0)
+    _fit(1, *_scaled(helpers.MnistModel(), init_scale=256.0), scaled_path)
+    saved = helpers.load_checkpoint(scaled_path)
+    assert saved["optimizer_class"] == "SGD" and saved["optimizer"]["grad_scaler"]["scale"] == 256.0
+    plain_path.write_bytes(scaled_path.read_bytes())
+    plain = helpers.MnistModel()
+    _fit(2, plain, torch.optim.SGD, plain_path)  # the plain fit ignores the scaler's state
+    assert same_weights(plain, _uninterrupted(None, None))
+    wrapped, opt_func = _scaled(helpers.MnistModel(), init_scale=8.0)
+    _fit(2, wrapped, opt_func, scaled_path)
+    assert wrapped.scaler.get_scale() == 256.0, "the scale the checkpoint holds, not a fresh one"
+    assert same_weights(wrapped, plain)
+    again, opt_func = _scaled(helpers.MnistModel(), init_scale=8.0)
+    _fit(3, again, opt_func, plain_path)  # a checkpoint without a scaler's state: the scale starts afresh
+    assert again.scaler.get_scale() == 8.0 and capsys.readouterr().out.count("Resuming from") == 3
 
 
 def test_amp_by_name_as_the_command_line_gives_it():
@@ -219,6 +301,23 @@ def test_mixed_precision_trains_on_cuda(amp):
     assert all(torch.isfinite(torch.tensor(h["train_loss"])) for h in history)
 
 
+@pytest.mark.cuda
+def test_a_float16_checkpoint_resumes_in_a_plain_fit_on_cuda(tmp_path, capsys):
+    """The real float16 case: autocast and an enabled GradScaler; the plain fit resumes from SGD's state."""
+    path = tmp_path / "run.ckpt"
+    train, val = (helpers.DeviceDataLoader(dl, "cuda") for dl in small_dataloaders())
+    torch.manual_seed(0)
+    wrapped, opt_func = helpers_speed.mixed_precision(helpers.to_device(helpers.MnistModel(), "cuda"), torch.float16)
+    (one,) = helpers.fit(1, 0.5, wrapped, train, val, opt_func, checkpoint_path=path, progress=False, verbose=False)
+    saved = helpers.load_checkpoint(path)
+    assert (
+        saved["optimizer_class"] == "SGD" and saved["optimizer"]["grad_scaler"]["scale"] == wrapped.scaler.get_scale()
+    )
+    plain = helpers.to_device(helpers.MnistModel(), "cuda")
+    history = helpers.fit(2, 0.5, plain, train, val, checkpoint_path=path, progress=False, verbose=False)
+    assert "1 of 2 epochs already done" in capsys.readouterr().out and history[0] == one and len(history) == 2
+
+
 def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)  # an AVX2 CPU: bfloat16 is emulated
@@ -248,7 +347,8 @@ def test_mlp_layers():
 def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, monkeypatch):
     order = []
     real = helpers_speed.train_epoch
-    monkeypatch.setattr(helpers_speed, "train_epoch", lambda *a: order.append((a[0], a[0].dtype)) or real(*a))
+    record = lambda *a: order.append((a[0], getattr(a[0], "dtype", None))) or real(*a)  # float32: the model itself
+    monkeypatch.setattr(helpers_speed, "train_epoch", record)
     rows = helpers_speed.benchmark_speed(
         data_root, ["cpu"], models=["small"], configs=["float32", "bfloat16"], epochs=3, limit=512, verbose=False
     )

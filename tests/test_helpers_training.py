@@ -1,4 +1,4 @@
-"""helpers.py, sections 2, 3, 4, 6 and 9 (notebooks 02, 03 and 05): the data and its loaders, the model and the
+"""helpers.py, sections 2, 3, 4 and 8 (notebooks 02, 03 and 05): the data and its loaders, the model and the
 batches it accepts, evaluate, fit, and the device-resident loader; bad input gets one clear message, checked
 before any work, and nothing already trained is lost. fit with a checkpoint: test_helpers_checkpoints.py."""
 
@@ -442,7 +442,10 @@ def test_helpers_model_returns_the_loss_as_the_lesson_teaches():
     assert isinstance(loss, torch.Tensor) and loss.dim() == 0
     loss.backward()
     assert model.linear1.weight.grad is not None
-    assert (WithPenalty().training_step((x, y)) * 0.0).item() == 0.0, "a subclass can compute with the loss"
+    penalised = WithPenalty()  # a subclass adds to the loss the lesson's training_step returns, a tensor
+    penalised.load_state_dict(model.state_dict())
+    expected = loss.item() + 0.1 * model.linear1.weight.square().sum().item()
+    assert penalised.training_step((x, y)).item() == pytest.approx(expected, rel=1e-6)
 
 
 def test_a_plain_network_is_refused_with_what_to_wrap_it_in_and_trains_wrapped():
