@@ -709,8 +709,8 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
     cell = next(c for c in nb.cells if c.id == "c10-25")
     shell = interactiveshell.InteractiveShell.instance()
     shell.user_ns.update(
-        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2, Path=Path,
-        helpers_ddp=types.SimpleNamespace(__file__=str(place / "repo" / "helpers_ddp.py")),
+        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
+        helpers_cli=types.SimpleNamespace(__file__=str(place / "repo" / "helpers_cli.py")),
         DATA=place / "data", WORK=place / "work",
         max_difference=lambda a, b: max((a[k] - b[k]).abs().max().item() for k in a),
     )  # fmt: skip
