@@ -62,6 +62,7 @@ LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
 HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
 PLOT_TITLE = re.compile(r"(?:\btitle|suptitle|set_title)\s*[(=]\s*f?([\"'])(.+?)\1")  # a title matplotlib draws
 DEF = re.compile(r"^def (\w+)\(.*?(?=^\S|\Z)", re.MULTILINE | re.DOTALL)  # a function of a cell, to its end
+ALT_LEAST = 12  # characters: a figure's alt text takes sentences from the end of the prose before it, to this many
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 
@@ -321,8 +322,12 @@ def figure_alt(cells: list, index: int, edition: Edition) -> str:
     """Alt text for the figures a code cell draws, in the page's language: the Markdown sentence before the cell,
     which says what it shows, and the plot's own title, set in the cell or in a function of the notebook it calls."""
     before = next((c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"), "")
-    said = [s for s in sentences(before) if not s.startswith(("(", "（"))]  # not an aside in brackets
-    said = (said or [""])[-1].rstrip(":：").strip()
+    said = ""
+    for sentence in reversed([s for s in sentences(before) if not s.startswith(("(", "（"))]):  # not an aside
+        said = (sentence + (" " if edition.lang == "en" else "") + said).strip()
+        if len(said) >= ALT_LEAST:  # "网络如下" (the network is as follows) alone says too little
+            break
+    said = said.rstrip(":：").strip()
     code = cells[index].source
     functions = {m[1]: m[0] for c in cells if c.cell_type == "code" for m in DEF.finditer(c.source)}
     drawn = [code, *(functions[name] for name in dict.fromkeys(re.findall(r"\b(\w+)\(", code)) if name in functions)]
@@ -532,7 +537,13 @@ def search_dictionary(path: Path) -> None:
 
 
 def fresh_folder(path: Path, what: str) -> None:
-    """Empty or make the folder `path`; SiteError naming it when that fails (a file in its place, no permission)."""
+    """Empty or make the folder `path`; SiteError naming it, or the file in the way, when that fails."""
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise SiteError(
+            f"cannot make {what} {rel(path)}/: {rel(blocker)} is a file, not a folder: delete it "
+            f"(rm {rel(blocker)}), then run make site again"
+        )
     try:
         if path.is_dir() and not path.is_symlink():
             shutil.rmtree(path)
@@ -617,6 +628,9 @@ def build() -> None:
     series, strays = series_notebooks()
     for stray in strays:
         print(f"make site: skipped notebooks/{stray}, not one of the series (it has no Chinese twin in notebooks/zh/)")
+    for edition in EDITIONS.values():  # every notebook whole, before anything is made
+        for name in series:
+            read_notebook(edition.notebooks / f"{name}.ipynb")
     writable(SITE)
     source = fonts.font_source()  # before anything else: without the font, no site
     builds = [(edition, sphinx(edition, write_sources(edition))) for edition in EDITIONS.values()]
