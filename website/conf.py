@@ -21,13 +21,14 @@ from make_site import (  # noqa: E402
     launch_urls,
     notebook_names,
     other,
+    project_title,
 )
 
 edition = EDITIONS[os.environ.get("SITE_LANG", "en")]
 NOTEBOOKS = set(notebook_names())
 logger = sphinx_logging.getLogger(__name__)
 
-project = html_title = edition.readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+project = html_title = project_title(edition)
 author = copyright = ""
 version = release = VERSION
 language = edition.sphinx_language

@@ -142,6 +142,11 @@ EDITIONS = {
 }
 
 
+def project_title(edition: Edition) -> str:
+    """The site's name in `edition`: its README's title."""
+    return edition.readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+
+
 def other(edition: Edition) -> Edition:
     """The edition in the other language."""
     return EDITIONS["zh" if edition.lang == "en" else "en"]
