@@ -64,6 +64,12 @@ def test_launch_buttons_and_links_use_the_one_ref(monkeypatch):
     assert "/blob/v9.9/helpers.py" in make_site.rewrite_links("[h](helpers.py)", REPO, make_site.EDITIONS["en"])
 
 
+def test_readme_links_to_the_published_site():
+    """README.md links to the site at pyproject.toml's Documentation address, which site.yml publishes."""
+    assert f"<{make_site.DOCUMENTATION}>" in (REPO / "README.md").read_text(encoding="utf-8")
+    assert "actions/deploy-pages" in (REPO / ".github" / "workflows" / "site.yml").read_text(encoding="utf-8")
+
+
 def test_project_facts_come_from_pyproject():
     """The version and addresses are pyproject.toml's, the one place."""
     import tomllib
@@ -199,6 +205,7 @@ def test_home_page_is_for_learners():
         for heading in edition.dropped:
             assert f"## {heading}" not in page and f"### {heading}" not in page
         assert "make site" not in page and "make test" not in page, lang
+        assert make_site.DOCUMENTATION.rstrip("/") not in page, lang  # "read it online", on the site itself
         assert "the-notebooks" in [a for ids in anchors for a in ids]
     assert make_site.learners_sections("# T\n## A\n### B\ntext\n## C\n", ("A",)) == [
         (1, "", "# T\n"),
