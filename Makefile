@@ -116,10 +116,21 @@ site: $(SITE_VENV)
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	$(SITE_PY) website/make_site.py
 
-## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages, the
-## searches, and planted defects that must be caught. Installs chromium and chromium-driver as browser-test does.
-site-test: site $(VENV)
+## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages at 1280 px
+## and on a 390 px phone, axe-core's WCAG 2.1 A and AA rules in the light and dark themes, keyboard focus, the
+## searches, and planted defects that must be caught; then the build's own faults (tests/test_site_build.py).
+## axe-core is pinned in website/axe/package-lock.json, installed by npm into runs/site-axe/. Installs chromium and
+## chromedriver as browser-test does.
+AXE_JS := runs/site-axe/node_modules/axe-core/axe.min.js
+
+$(AXE_JS): website/axe/package.json website/axe/package-lock.json
+	@command -v npm >/dev/null || { echo "site-test: npm is needed for axe-core (apt-get install npm)"; exit 1; }
+	mkdir -p runs/site-axe && cp website/axe/package.json website/axe/package-lock.json runs/site-axe/
+	npm ci --prefix runs/site-axe --no-audit --no-fund --silent
+	touch $@
+
+site-test: site $(VENV) $(AXE_JS)
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
-		echo "site-test: could not install chromium and chromium-driver; the test will skip"
-	SITE_TEST=1 PYTHONPATH=tests $(PY) -m pytest tests/test_site.py $(ARGS)
+		echo "site-test: could not install chromium and chromedriver; the test will skip"
+	SITE_TEST=1 PYTHONPATH=tests $(PY) -m pytest tests/test_site.py tests/test_site_build.py $(ARGS)

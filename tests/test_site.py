@@ -1,11 +1,17 @@
 """The website in a real browser: headless Chromium opens every page of both editions that `make site` built, served
 on a loopback port, and checks what a reader gets. A page fails on a console error (a failed request included) or
-anything loaded from another host; an image that does not load; an internal link or anchor that goes nowhere; a
-language switch that does not land on the same page in the other language; a launch button that is not its
-notebook's own; the set-up cell, or a solution's answer or code, visible without a click. Searching for DataLoader
-and for 数据加载器 must list notebook 02. Defects planted in a copy of the site must be reported.
+anything loaded from another host; an image that does not load, or has no alt text of its own; an internal link or
+anchor that goes nowhere; a language switch that does not land on the same page in the other language, or links to
+the other edition (hreflang) that are missing; a launch button that is not its notebook's own at the site's ref,
+or a second Colab launcher; a footer without the version, the repository, the licence and the issues; the set-up
+cell, or a solution's answer or code, visible without a click; a code block that scrolls sideways at 1280 px; any
+violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's target size) in the light theme or the dark one.
+On a 390 px phone no page scrolls sideways and every header control is at least 24 x 24 px. Keyboard focus shows a
+ring on every control. Searching for DataLoader and for 数据加载器 must list notebook 02, with snippets of the
+page's text alone. Defects planted in a copy of the site must be reported.
 
-`make site-test` runs this file (SITE_TEST=1) after `make site`; it builds the site itself when site/ is missing.
+`make site-test` runs this file (SITE_TEST=1) after `make site`, with axe-core from website/axe/package-lock.json
+installed by npm into runs/site-axe/ (AXE_JS names another copy); it builds the site itself when site/ is missing.
 Without Chromium and chromedriver it says so and skips. Screenshots of failing pages: runs/site-test/.
 """
 
@@ -30,15 +36,24 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 SITE = REPO / "site"
 SHOTS = REPO / "runs" / "site-test"
-sys.path.insert(0, str(REPO / "notebooks"))
-from fetch_series import BRANCH, GITHUB  # noqa: E402  (the address the notebooks' badges and set-up cells use)
+AXE_JS = Path(os.environ.get("AXE_JS") or REPO / "runs" / "site-axe" / "node_modules" / "axe-core" / "axe.min.js")
+AXE_LOCK = REPO / "website" / "axe" / "package-lock.json"  # the pinned axe-core: its version and integrity
+sys.path.insert(0, str(REPO / "website"))
+import make_site  # noqa: E402  (the site's one ref, version and addresses)
 
-NAMES = sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+NAMES = make_site.notebook_names()
 PAGES = ["index", *NAMES]
 # Each edition: its folder in the site, its notebooks, its <html lang>.
 EDITIONS = {"en": ("", REPO / "notebooks", "en"), "zh": ("zh/", REPO / "notebooks" / "zh", "zh-CN")}
-REMOVED = {"parameters", "machinery"}  # tags of the cells no page shows
-CODE_HIDDEN = {"setup"}  # tags of the cells whose code no page shows (what they print stays)
+REMOVED = {"machinery"}  # tags of the cells no page shows
+# Tags of the cells whose code no page shows (what they print stays): the set-up cell, until the settings have a cell
+# of their own (tagged parameters); then both are folded under their titles, and checked as a page's code is.
+SETTINGS_CELL = any(
+    "parameters" in c.get("metadata", {}).get("tags", [])
+    for n in NAMES
+    for c in json.loads((REPO / "notebooks" / f"{n}.ipynb").read_text(encoding="utf-8"))["cells"]
+)
+CODE_HIDDEN = set() if SETTINGS_CELL else {"setup"}
 TABLE_RULE = re.compile(r"^\|(?: *:?-+:? *\|)+$", re.MULTILINE)  # a Markdown table's |---|---| line
 SHORTEST = 12  # characters: a shorter line of a hidden cell may well be on the page for another reason
 
@@ -70,6 +85,14 @@ INSPECT = """const done = arguments[arguments.length - 1];
     resources: performance.getEntriesByType('resource').map(e => e.name),
     links: [...document.querySelectorAll('a[href]')].map(a => a.href),
     colab: q('a.site-colab')?.href, kaggle: q('a.site-kaggle')?.href, download: q('a.site-download')?.href,
+    colabLaunchers: [...document.querySelectorAll('a[href*="colab.research.google.com/github/"]')].length,
+    alternates: Object.fromEntries([...document.querySelectorAll('link[rel=alternate][hreflang]')].map(
+      l => [l.hreflang, l.href])),
+    footer: q('.site-footer')?.innerText || '', footerLinks: [...document.querySelectorAll('.site-footer a')].map(
+      a => a.href),
+    title: document.title,
+    images: [...document.querySelectorAll('article img')].map(i => [i.getAttribute('src'), i.getAttribute('alt')]),
+    sections: [...document.querySelectorAll('article section[id]')].map(s => s.id),
     switch: q('a.site-lang-switch')?.href,
     shown: document.body.innerText, text: document.body.textContent,
     cjkFont: [...document.fonts].filter(f => f.family.includes('Site CJK') && f.status === 'loaded').length,
@@ -82,6 +105,52 @@ INSPECT = """const done = arguments[arguments.length - 1];
 # Every fold opened as a reader does, by a click on its summary; then the text the page shows.
 UNFOLD = """document.querySelectorAll('details:not([open]) > summary').forEach(s => s.click());
 return document.body.innerText;"""
+# Once every animation on the page has finished (a fold fades its content in as it opens).
+SETTLE = """const done = arguments[arguments.length - 1];
+Promise.all(document.getAnimations().map(a => a.finished)).then(() => done(), () => done());"""
+# axe-core's WCAG 2.0 and 2.1 rules, A and AA, and WCAG 2.2's target size (24 x 24 px): the violations, one line each.
+AXE_RUN = """const done = arguments[arguments.length - 1];
+axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa']},
+                   rules: {'target-size': {enabled: true}}, resultTypes: ['violations']})
+  .then(r => done(r.violations.map(v => `${v.id} (${v.impact}): ${v.nodes.length} element(s), e.g. ` +
+    `${v.nodes[0].target.join(' ')}: ${(v.nodes[0].failureSummary || '').split(String.fromCharCode(10))[1]}`)))
+  .catch(e => done([`axe-core failed: ${e}`]));"""
+# Code blocks wider than their box (they scroll sideways), with their longest line; the page's own overflow.
+OVERFLOW = """const wide = [...document.querySelectorAll('article div.highlight pre')].filter(
+  p => p.scrollWidth > p.clientWidth + 1);
+return {code: wide.map(p => `${p.scrollWidth - p.clientWidth} px: ` + p.textContent.split(String.fromCharCode(10))
+                                .reduce((a, l) => l.length > a.length ? l : a, '').trim().slice(0, 80)),
+        page: document.documentElement.scrollWidth - document.documentElement.clientWidth};"""
+# The header's controls (and the footer's links) that are smaller than 24 x 24 px.
+SMALL_TARGETS = """const controls = '.bd-header-article a, .bd-header-article button, .site-footer a';
+return [...document.querySelectorAll(controls)]
+  .filter(e => e.offsetParent !== null).map(e => [e, e.getBoundingClientRect()])
+  .filter(([e, r]) => r.width < 24 || r.height < 24)
+  .map(([e, r]) => `${e.className || e.tagName} ${Math.round(r.width)}x${Math.round(r.height)}`);"""
+
+
+@functools.cache
+def axe_source() -> str:
+    """axe-core, the version website/axe/package-lock.json pins (make site-test installs it with npm ci)."""
+    version = json.loads(AXE_LOCK.read_text(encoding="utf-8"))["packages"]["node_modules/axe-core"]["version"]
+    if not AXE_JS.is_file():
+        pytest.fail(f"no axe-core at {AXE_JS}: `make site-test` installs it (npm ci in runs/site-axe/)")
+    source = AXE_JS.read_text(encoding="utf-8")
+    assert source.startswith(f"/*! axe v{version}"), f"{AXE_JS} is not axe-core {version}"
+    return source
+
+
+def axe_violations(browser, theme: str) -> list[str]:
+    """axe-core's violations on the page loaded, in the `theme` (light or dark) a reader would choose, its folds
+    opened, each named."""
+    if browser.execute_script("return document.documentElement.dataset.theme") != theme:
+        browser.execute_script(f"localStorage.setItem('mode', '{theme}'); localStorage.setItem('theme', '{theme}')")
+        browser.refresh()  # as the theme's switch leaves it on the next page: no colours half-way through a transition
+        browser.execute_async_script(INSPECT)
+    browser.execute_script(UNFOLD)
+    browser.execute_async_script(SETTLE)
+    browser.execute_script(axe_source())
+    return [f"axe, {theme} theme: {v}" for v in browser.execute_async_script(AXE_RUN)]
 
 
 class QuietHandler(SimpleHTTPRequestHandler):
@@ -210,12 +279,18 @@ def hidden_lines(notebook: Path) -> dict[str, list[str]]:
 
 
 def expected_launch(lang: str, name: str) -> dict[str, str]:
-    """The notebook's own addresses: its Colab badge's, from fetch_series.py's GITHUB and BRANCH."""
-    path = f"notebooks/{EDITIONS[lang][0]}{name}.ipynb"
+    """The notebook's own addresses, at the ref the site was built for (make_site.launch_ref: its version's tag
+    where the repository has it, else main)."""
+    path, ref = f"notebooks/{EDITIONS[lang][0]}{name}.ipynb", make_site.launch_ref()
     return {
-        "colab": f"https://colab.research.google.com/github/{GITHUB}/blob/{BRANCH}/{path}",
-        "kaggle": f"https://kaggle.com/kernels/welcome?src=https://github.com/{GITHUB}/blob/{BRANCH}/{path}",
+        "colab": f"https://colab.research.google.com/github/{make_site.GITHUB}/blob/{ref}/{path}",
+        "kaggle": f"https://kaggle.com/kernels/welcome?src={make_site.REPOSITORY}/blob/{ref}/{path}",
     }
+
+
+def published(base: str, url: str) -> str:
+    """A published address (the Documentation URL of pyproject.toml) as the same page on the local server."""
+    return base + url.removeprefix(make_site.DOCUMENTATION) if url.startswith(make_site.DOCUMENTATION) else url
 
 
 def page_problems(browser, base: str, lang: str, page: str) -> list[str]:
@@ -236,13 +311,39 @@ def page_problems(browser, base: str, lang: str, page: str) -> list[str]:
         problems.append(f"language switch goes to {seen['switch']}, not {counterpart}")
     elif f'lang="{EDITIONS[other_lang][2]}"' not in fetch(counterpart)[1].decode():
         problems.append(f"language switch goes to {counterpart}, which is not in the other language")
+    twins = {EDITIONS[e][2]: f"{base}{EDITIONS[e][0]}{page}.html" for e in EDITIONS}
+    twins["x-default"] = twins["en"]
+    found = {h: published(base, u).removesuffix("index.html") for h, u in seen["alternates"].items()}
+    if found != {h: u.removesuffix("index.html") for h, u in twins.items()}:
+        problems.append(f"hreflang alternates {seen['alternates']}, not the two editions' {page} and x-default")
+    footer = [make_site.VERSION, make_site.REPOSITORY, make_site.ISSUES, "/LICENSE"]
+    missing = [f for f in footer if f not in seen["footer"] + " ".join(seen["footerLinks"])]
+    problems += [f"footer lacks {missing}: {seen['footer']!r}"] if missing else []
+    if page == "index" and seen["title"] != make_site.project_title(make_site.EDITIONS[lang]):
+        problems.append(f"home page title {seen['title']!r}, not the site's name once")
+    problems += [
+        f"image without alt text of its own: {src} alt={alt!r}"
+        for src, alt in seen["images"]
+        if not alt or "_images/" in alt or alt.endswith(".png")
+    ]
+    problems += [f"section anchor {i!r} means nothing" for i in seen["sections"] if re.fullmatch(r"id\d+", i)]
     if lang == "zh":
+        english = re.findall(r'<section\b[^>]*\bid="([^"]+)"', fetch(counterpart)[1].decode())
+        own = set(make_site.OWN_ANCHORS.values())  # a section of this edition alone (the glossary)
+        if [i for i in seen["sections"] if i not in own] != english:
+            problems.append(f"section anchors {seen['sections']} are not the English page's {english}")
         problems += [] if seen["cjkFont"] else ["the CJK webfont did not load"]
         problems += [f"{seen['italicCode']} italic spans in code"] if seen["italicCode"] else []
         if seen["quoteWidth"] is not None and seen["quoteWidth"] < 0.9:
             problems.append(f"a curly quote is {seen['quoteWidth']:.2f} em wide: not drawn by the CJK font")
     if page in NAMES:
         problems += notebook_problems(browser, base, lang, page, seen)
+    browser.execute_script(UNFOLD)
+    wide = browser.execute_script(OVERFLOW)["code"]
+    problems += [f"a code block scrolls sideways at 1280 px by {line}" for line in wide]
+    for theme in ("light", "dark"):
+        problems += axe_violations(browser, theme)
+    browser.execute_script("localStorage.clear()")
     if problems:
         SHOTS.mkdir(parents=True, exist_ok=True)
         browser.save_screenshot(SHOTS / f"{lang}-{page}.png")
@@ -256,9 +357,8 @@ def notebook_problems(browser, base: str, lang: str, name: str, seen: dict) -> l
     for button, url in expected_launch(lang, name).items():
         if seen[button] != url:
             problems.append(f"{button} button goes to {seen[button]}, not {url}")
-    badge = re.search(r"\]\((https://colab\.research\.google\.com/github/[^)]+)\)", notebook.read_text("utf-8"))
-    if not badge or badge[1] != expected_launch(lang, name)["colab"]:
-        problems.append(f"the notebook's own Colab badge, {badge and badge[1]}, is not the page's Colab button")
+    if seen["colabLaunchers"] != 1:
+        problems.append(f"{seen['colabLaunchers']} Colab launchers on the page, not one (the header's)")
     if not seen["download"] or fetch(seen["download"])[1] != notebook.read_bytes():
         problems.append(f"download button {seen['download']} does not give {notebook.relative_to(REPO)}")
     hidden = hidden_lines(notebook)
@@ -289,31 +389,191 @@ def test_page(browser, base, lang, page):
 
 @pytest.mark.parametrize(("lang", "query"), [("en", "DataLoader"), ("zh", "数据加载器")])
 def test_search_lists_notebook_02(browser, base, lang, query):
-    """Sphinx's search, from the static files: the query must list notebook 02 of that edition."""
+    """Sphinx's search, from the static files: the query must list notebook 02 of that edition, with snippets of
+    the pages' text alone (no header buttons, no theme switch), on a page axe finds nothing wrong with."""
     prefix = EDITIONS[lang][0]
     browser.get_log("browser")
     browser.get(f"{base}{prefix}search.html?q={quote(query)}")
     summary = "return document.querySelector('#search-results .search-summary')?.innerText"
     WebDriverWait(browser, 60, 0.2).until(lambda b: b.execute_script(summary), f"no search results for {query}")
     found = browser.execute_script("return [...document.querySelectorAll('#search-results li a')].map(a => a.href)")
+    snippets = "return [...document.querySelectorAll('#search-results li p.context')].map(p => p.innerText)"
+    WebDriverWait(browser, 60, 0.2).until(lambda b: len(b.execute_script(snippets)) >= 3, "no snippets")
+    browser.execute_script("window.open(arguments[0], 'page')", f"{base}{prefix}02_data_loading.html")
+    browser.switch_to.window("page")
+    header = "return [...document.querySelectorAll('.bd-header-article a, .bd-header-article button')]"
+    furniture = {" ".join(t.split()) for t in browser.execute_script(header + ".map(e => e.textContent)") if t.strip()}
+    browser.close()
+    browser.switch_to.window(browser.window_handles[0])
+    assert {make_site.EDITIONS[lang].words["colab"], "System Settings Light Dark"} & furniture or lang == "zh", (
+        furniture
+    )
+    bad = [
+        (" ".join(t.split())[:80], w)
+        for t in browser.execute_script(snippets)
+        for w in furniture
+        if w in " ".join(t.split())
+    ]
+    assert bad == [], "search snippets hold the page's furniture"
     console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert console == []
     assert f"{base}{prefix}02_data_loading.html" in [url.partition("?")[0].partition("#")[0] for url in found], found
+    assert axe_violations(browser, "light") == []
+    browser.execute_script("localStorage.clear()")
+
+
+def phone_problems(browser, base: str, lang: str, page: str) -> list[str]:
+    """What is wrong with a page on a 390 px phone: it scrolls sideways, a header control is under 24 x 24 px, or
+    (the home page) the notebooks table runs past the column."""
+    metrics = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
+    browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        browser.get(f"{base}{EDITIONS[lang][0]}{page}.html")
+        browser.execute_async_script(INSPECT)
+        browser.execute_script(UNFOLD)
+        wide = browser.execute_script(OVERFLOW)["page"]
+        problems = [f"the page scrolls sideways at 390 px, by {wide} px"] if wide > 0 else []
+        problems += [f"a control under 24 x 24 px at 390 px: {c}" for c in browser.execute_script(SMALL_TARGETS)]
+        table = (
+            "const t = document.querySelector('section#the-notebooks table'); return t && "
+            "t.getBoundingClientRect().right - t.closest('article').getBoundingClientRect().right"
+        )
+        past = browser.execute_script(table) if page == "index" else None
+        problems += [f"the notebooks table runs {past:.0f} px past the column at 390 px"] if past and past > 1 else []
+        if problems:
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(SHOTS / f"{lang}-{page}-390.png")
+        return problems
+    finally:
+        browser.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+
+
+@pytest.mark.parametrize("lang", EDITIONS)
+@pytest.mark.parametrize("page", PAGES)
+def test_phone(browser, base, lang, page):
+    """Every page of both editions on a 390 px phone."""
+    problems = phone_problems(browser, base, lang, page)
+    assert not problems, "\n".join(problems)
+
+
+# The element that has the keyboard's focus: whether it shows a ring (an outline of 2 px or more, or a box shadow).
+FOCUSED = """const e = document.activeElement;
+if (!e || e === document.body) return null;
+const s = getComputedStyle(e), r = e.getBoundingClientRect();
+return {key: e.outerHTML.slice(0, 160), visible: r.width > 0 && r.height > 0 && s.visibility !== 'hidden',
+        ring: (s.outlineStyle !== 'none' && parseFloat(s.outlineWidth) >= 2) || s.boxShadow !== 'none',
+        colab: e.classList.contains('site-colab')};"""
+
+
+@pytest.mark.parametrize(("lang", "page"), [("en", "03_model"), ("zh", "03_model"), ("en", "index")])
+def test_keyboard_focus_shows_a_ring(browser, base, lang, page):
+    """Tab through the whole page as a keyboard user does: every control reached shows a focus ring; a notebook's
+    header buttons are reached (screenshot of the Colab button's ring in runs/site-test/)."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    browser.get(f"{base}{EDITIONS[lang][0]}{page}.html")
+    browser.execute_async_script(INSPECT)
+    reached, no_ring, colab = [], [], False
+    for _ in range(600):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        focused = browser.execute_script(FOCUSED)
+        if focused is None or focused["key"] in reached[:1]:
+            break  # past the last control, or back at the first
+        reached.append(focused["key"])
+        if focused["visible"] and not focused["ring"]:
+            no_ring.append(focused["key"])
+        if focused["colab"] and not colab:
+            colab = True
+            SHOTS.mkdir(parents=True, exist_ok=True)
+            browser.save_screenshot(SHOTS / f"focus-{lang}-{page}.png")
+    assert len(reached) > 10, reached
+    assert no_ring == [], "controls with no focus ring"
+    assert colab or page not in NAMES, "the header's Colab button is never reached by Tab"
+
+
+def test_page_code_defines_every_name_it_uses(browser, base):
+    """Once the settings have a cell of their own (tagged parameters) and the set-up cell is folded on the page:
+    every name a page's code uses is defined or imported by a cell of the page (a folded one included), and no
+    page shows a path of the repository ("../data") or the set-up's old version line ("Series code v")."""
+    from test_site_build import undefined_names
+
+    if not SETTINGS_CELL:
+        pytest.skip("the notebooks' settings have no cell of their own yet (tagged parameters): the set-up split")
+    problems = []
+    for lang, page in [(lang, page) for lang in EDITIONS for page in NAMES]:
+        browser.get(f"{base}{EDITIONS[lang][0]}{page}.html")
+        code = browser.execute_script(
+            "return [...document.querySelectorAll('div.cell_input pre')].map(p => p.textContent)"
+        )
+        text = browser.execute_script("return document.body.textContent")
+        problems += [f"{lang}/{page}: {name} is used and never defined" for name in sorted(undefined_names(code))]
+        problems += [f"{lang}/{page} shows {s!r}" for s in ("../data", "Series code v") if s in text]
+    assert not problems, "\n".join(problems)
 
 
 # The first solution's fold: a code solution's (myst-nb's cell tagged solution), or a Markdown one's (make_site.py
 # gives its <details> the class solution).
 SOLUTION_FOLD = r'(tag_solution.*?<details|<details class="solution")'
-# Defects planted in a copy of the site, each on one page: how, and what the checks must say about it.
+
+
+def _in_article(change):
+    """A planting that changes only the article's part of a page."""
+    return lambda html: html[: html.index("<article")] + change(html[html.index("<article") :])
+
+
+# Defects planted in a copy of the site, each on one page: how, what the checks must say about it, and which checks
+# (the page at 1280 px, or on a phone).
 PLANTED = {
-    ("en", "03_model"): (lambda html: html.replace('src="_images/', 'src="_images/planted-missing-', 1), "image"),
+    ("en", "03_model"): (
+        lambda html: html.replace('src="_images/', 'src="_images/planted-missing-', 1),
+        "image",
+        "page",
+    ),
     ("zh", "05_training"): (
         lambda html: re.sub(SOLUTION_FOLD, r"\1 open", html, count=1, flags=re.DOTALL),
         "a solution shown without a click",
+        "page",
     ),
     ("en", "04_device_transfer"): (
         lambda html: html.replace('"zh/04_device_transfer.html"', '"zh/05_training.html"'),
         "language switch goes to",
+        "page",
+    ),
+    ("en", "06_plots"): (  # a figure without alt text
+        _in_article(lambda html: re.sub(r'(<img\b[^>]*?)\salt="[^"]*"', r"\1", html, count=1)),
+        "axe, light theme: image-alt",
+        "page",
+    ),
+    ("zh", "10_many_gpus"): (  # a colour that reads on white and not on the dark theme's background
+        lambda html: html.replace(
+            "</head>", "<style>html[data-theme=dark] .site-optional{color:#3a3a3a}</style></head>"
+        ),
+        "axe, dark theme: color-contrast",
+        "page",
+    ),
+    ("en", "05_training"): (
+        lambda html: re.sub(r"(cell_input.*?<pre>)", r"\1x = 1  # " + "y" * 160 + "\n", html, count=1, flags=re.DOTALL),
+        "a code block scrolls sideways at 1280 px",
+        "page",
+    ),
+    ("zh", "07_error_analysis"): (
+        lambda html: re.sub(r'<link rel="alternate"[^>]*>', "", html),
+        "hreflang alternates",
+        "page",
+    ),
+    ("en", "index"): (
+        _in_article(lambda html: html.replace(">", '><div style="width: 600px">wide</div>', 1)),
+        "the page scrolls sideways at 390 px",
+        "phone",
+    ),
+    ("zh", "index"): (
+        lambda html: html.replace(
+            "</head>",
+            "<style>.bd-header-article .site-lang-switch{min-height:0;height:14px;overflow:hidden}</style></head>",
+        ),
+        "a control under 24 x 24 px at 390 px",
+        "phone",
     ),
 }
 
@@ -323,7 +583,7 @@ def planted_base(site, tmp_path_factory) -> Iterator[str]:
     """A copy of the site with the PLANTED defects, served."""
     copy = tmp_path_factory.mktemp("planted") / "site"
     shutil.copytree(site, copy)
-    for (lang, page), (plant, _) in PLANTED.items():
+    for (lang, page), (plant, _, _) in PLANTED.items():
         path = copy / f"{EDITIONS[lang][0]}{page}.html"
         html = path.read_text(encoding="utf-8")
         assert plant(html) != html, f"nothing to plant a defect in, in {path.relative_to(copy)}"
@@ -335,5 +595,6 @@ def planted_base(site, tmp_path_factory) -> Iterator[str]:
 @pytest.mark.parametrize(("lang", "page"), PLANTED)
 def test_planted_defect_is_reported(browser, planted_base, lang, page):
     """The checks can fail: each defect planted in the copy is reported on its page."""
-    problems = page_problems(browser, planted_base, lang, page)
-    assert any(PLANTED[lang, page][1] in problem for problem in problems), problems
+    _, expected, check = PLANTED[lang, page]
+    problems = (page_problems if check == "page" else phone_problems)(browser, planted_base, lang, page)
+    assert any(expected in problem for problem in problems), problems

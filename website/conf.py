@@ -1,20 +1,36 @@
 """Sphinx settings of the series' website, both editions: SITE_LANG (en, zh) picks one. make_site.py runs Sphinx."""
 
+import json
 import logging
 import os
 import sys
 from pathlib import Path
 
 from docutils import nodes
+from sphinx.util import logging as sphinx_logging
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from make_site import EDITIONS, WORK, launch_urls, notebook_names, other  # noqa: E402
+from make_site import (  # noqa: E402
+    DOCUMENTATION,
+    EDITIONS,
+    ISSUES,
+    REPOSITORY,
+    VERSION,
+    WORK,
+    launch_ref,
+    launch_urls,
+    notebook_names,
+    other,
+    project_title,
+)
 
 edition = EDITIONS[os.environ.get("SITE_LANG", "en")]
 NOTEBOOKS = set(notebook_names())
+logger = sphinx_logging.getLogger(__name__)
 
-project = html_title = edition.readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+project = html_title = project_title(edition)
 author = copyright = ""
+version = release = VERSION
 language = edition.sphinx_language
 extensions = ["myst_nb"]
 exclude_patterns = ["_extra"]
@@ -28,6 +44,7 @@ nb_ipywidgets_js = {}  # widget outputs would load their scripts from a CDN; the
 html_theme = "sphinx_book_theme"
 html_static_path = ["_static"]
 html_css_files = ["site.css"]
+html_js_files = ["site.js"]
 html_extra_path = [str(WORK / edition.lang / "src" / "_extra")]  # the committed notebooks, to download
 html_copy_source = False
 html_show_sourcelink = False
@@ -43,7 +60,7 @@ html_theme_options = {
     "show_toc_level": 2,
     "navbar_persistent": [],  # no header bar above the book's: its search is in the sidebar
     "article_header_end": ["site-header.html", "article-header-buttons.html"],
-    "footer_content_items": [],
+    "footer_content_items": ["site-footer.html"],
 }
 if edition.lang == "zh":
     import jieba
@@ -52,29 +69,53 @@ if edition.lang == "zh":
     html_search_options = {"dict": str(WORK / "zh" / "search-words.txt")}
 
 
+def alternates(pagename: str) -> str:
+    """<link rel="alternate"> to the page in each edition, and x-default (English): the published addresses."""
+    address = lambda e: f"{DOCUMENTATION}{e.prefix}{'' if pagename == 'index' else pagename + '.html'}"
+    links = [(e.hreflang, address(e)) for e in EDITIONS.values()] + [("x-default", address(EDITIONS["en"]))]
+    return "".join(f'<link rel="alternate" hreflang="{lang}" href="{href}" />\n' for lang, href in links)
+
+
 def page_links(app, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """The language switch of every page, and the launch buttons of a notebook's page, for site-header.html."""
+    """For every page: the language switch, the links to the other edition, the footer; for a notebook's page,
+    its launch buttons. myst-nb's folds lose an aria-label that hides their title."""
     there = other(edition)
     up = "../" if edition.prefix else ""
     context["site_switch"] = {
         "href": f"{up}{there.prefix}{pagename}.html",
         "label": there.name,
         "title": there.words["switch"],
-        "lang": there.sphinx_language.replace("_", "-"),
+        "lang": there.hreflang,
     }
     if pagename in NOTEBOOKS:
         context["site_launch"] = launch_urls(edition, pagename)
     context["site_words"] = edition.words
+    context["site_footer"] = {"version": VERSION, "ref": launch_ref(), "repository": REPOSITORY, "issues": ISSUES}
+    context["metatags"] = context.get("metatags", "") + alternates(pagename)
+    if "body" in context:  # the fold's accessible name is its visible title (WCAG 2.5.3)
+        context["body"] = context["body"].replace('<summary aria-label="Toggle hidden content">', "<summary>")
 
 
-def mark_going_further(app, doctree, docname: str) -> None:
-    """Give the section labelled going-further-NN the class going-further, for site.css."""
-    for section in doctree.findall(nodes.section):
-        if any(i.startswith("going-further-") for i in section["ids"]):
+def name_sections(app, doctree) -> None:
+    """Give each section of the page the anchors make_site.py chose (from the English twin's heading: the same in
+    both editions, never docutils' id1, id2 for a Chinese heading), before the table of contents is read; the
+    section of "Going further" (anchor going-further-NN) gets the class going-further, for site.css."""
+    docname = app.env.docname
+    anchors = json.loads((WORK / edition.lang / "anchors.json").read_text(encoding="utf-8")).get(docname)
+    sections = list(doctree.findall(nodes.section))
+    if anchors is None or len(anchors) != len(sections):
+        logger.warning(
+            f"{docname}: {len(sections)} sections, but make_site.py found {anchors and len(anchors)} "
+            "headings: its headings() reads them otherwise than MyST does"
+        )
+        return
+    for section, ids in zip(sections, anchors):
+        section["ids"] = ids
+        if any(i.startswith("going-further-") for i in ids):
             section["classes"].append("going-further")
 
 
 def setup(app) -> None:
     """Connect the site's two hooks."""
     app.connect("html-page-context", page_links)
-    app.connect("doctree-resolved", mark_going_further)
+    app.connect("doctree-read", name_sections, priority=100)  # before Sphinx's collectors (500) read the doctree

@@ -5,13 +5,20 @@ Each edition is a Sphinx project (myst-nb reads the notebooks, sphinx-book-theme
 configures both) written into runs/site-build/<lang>/src: a home page made from the edition's README, a copy of every
 notebook with its tags mapped to myst-nb's (see page_notebook), and the committed notebooks to download. The two
 editions build side by side, one process each; then each gets a CJK webfont cut down to the characters its pages use.
+The version and the project's addresses come from pyproject.toml; launch buttons open the git tag of that version
+when the repository has it (launch_ref).
 
     python website/make_site.py        # what `make site` runs: builds site/, prints its time and size
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import copy
+import functools
+import importlib.util
+import json
 import os
 import re
 import shutil
@@ -20,24 +27,48 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from urllib.parse import urlparse
 
-import fonts
-import nbformat
+import tomllib
+
+# The site's packages (requirements-site.txt), by module: checked before anything is made (missing_packages).
+SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "fontTools", "brotli", "jieba"]
+INSTALL = "install them with `make site` (into .venv-site) or `pip install -r requirements-site.txt`"
+
+try:
+    import fonts
+    import nbformat
+except ModuleNotFoundError as err:  # before anything is made: say which file installs the site's packages
+    raise SystemExit(f"make site: the site's package {err.name} is missing: {INSTALL}") from None
 
 WEBSITE = Path(__file__).resolve().parent
 REPO = WEBSITE.parent
-sys.path.insert(0, str(REPO / "notebooks"))
-from fetch_series import BRANCH, GITHUB  # noqa: E402  (the repository's address: its one definition)
-
 SITE = REPO / "site"
 WORK = REPO / "runs" / "site-build"
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+VERSION = PROJECT["version"]
+REPOSITORY = PROJECT["urls"]["Repository"].rstrip("/")  # https://github.com/<owner>/<name>
+GITHUB = urlparse(REPOSITORY).path.strip("/")  # <owner>/<name>
+DOCUMENTATION = PROJECT["urls"]["Documentation"].rstrip("/") + "/"  # the published site (GitHub Pages)
+ISSUES = PROJECT["urls"]["Issues"]
+DEFAULT_BRANCH = "main"
 BADGE_URL = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE = "colab-badge.svg"  # the site's own drawing of that badge (website/colab-badge.svg)
-REMOVED = {"parameters", "machinery", "nav", "injected-parameters"}  # tags of cells no page shows
-OUTPUT_ONLY = {"setup"}  # a page shows what the set-up cell printed (the device, the data), not its code
+COLAB_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)[ \t]*\n?")  # a notebook title's badge
+REMOVED = {"machinery", "nav", "injected-parameters"}  # tags of cells no page shows
 ADVANCED_FROM = 7  # the README: "Notebooks 07 to 11 are advanced"
 TITLE = re.compile(r"^# @title (?P<title>.*?)(?:\s*\{[^}]*\})?\s*$")  # Colab's title line of a folded cell
 LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
+HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
+PLOT_TITLE = re.compile(r"(?:\btitle|suptitle|set_title)\s*[(=]\s*f?([\"'])(.+?)\1")  # a title matplotlib draws
+DEF = re.compile(r"^def (\w+)\(.*?(?=^\S|\Z)", re.MULTILINE | re.DOTALL)  # a function of a cell, to its end
+ALT_LEAST = 12  # characters: a figure's alt text takes sentences from the end of the prose before it, to this many
+OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
+PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
+
+
+class SiteError(Exception):
+    """A fault in the site's input or folders, said in one line: what, where, and what to do."""
 
 
 @dataclass(frozen=True)
@@ -46,18 +77,20 @@ class Edition:
 
     lang: str  # "en" or "zh": SITE_LANG for conf.py, and the edition's folder under runs/site-build/
     sphinx_language: str  # Sphinx's messages and search, and <html lang>: "zh_CN" gives lang="zh-CN"
+    hreflang: str  # the edition's language tag in links to it
     name: str  # the language's own name, on the other edition's language switch
     notebooks: Path  # the committed notebooks of this edition
     readme: Path  # the home page's source
     prefix: str  # where the edition lives in site/
     words: dict[str, str] = field(default_factory=dict)  # the site's own words
-    dropped: tuple[str, ...] = ()  # README sections (## headings) for translators, not for a reader of the site
+    dropped: tuple[str, ...] = ()  # README sections (## or ### headings) for maintainers, not for a learner
 
 
 EDITIONS = {
     "en": Edition(
         lang="en",
         sphinx_language="en",
+        hreflang="en",
         name="English",
         notebooks=REPO / "notebooks",
         readme=REPO / "README.md",
@@ -70,11 +103,19 @@ EDITIONS = {
             "advanced": "Advanced (optional)",
             "optional": "Optional · advanced",
             "switch": "Read this page in English",  # the language switch's title, on the other edition's pages
+            "version": "Version",
+            "source": "Source code",
+            "licence": "Code: MIT licence; text and figures: CC BY 4.0",
+            "report": "Report a problem",
+            "figure": "A figure",
+            "titled": " (Figure: {})",  # a plot's own title, in a figure's alt text
         },
+        dropped=("As a website", "For maintainers"),
     ),
     "zh": Edition(
         lang="zh",
         sphinx_language="zh_CN",
+        hreflang="zh-CN",
         name="简体中文",
         notebooks=REPO / "notebooks" / "zh",
         readme=REPO / "notebooks" / "zh" / "README.md",
@@ -89,10 +130,21 @@ EDITIONS = {
             "switch": "阅读本页的中文版",
             "open": "打开",  # the notebooks table's two more columns
             "time": "时间",
+            "version": "版本",
+            "source": "源代码",
+            "licence": "代码采用 MIT 许可证；文字和图表采用 CC BY 4.0 许可协议",
+            "report": "报告问题",
+            "figure": "图表",
+            "titled": "（图：{}）",
         },
-        dropped=("渲染成网页", "译文是如何生成的"),
+        dropped=("作为网站阅读", "维护者", "渲染成网页", "译文是如何生成的"),
     ),
 }
+
+
+def project_title(edition: Edition) -> str:
+    """The site's name in `edition`: its README's title."""
+    return edition.readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
 
 
 def other(edition: Edition) -> Edition:
@@ -100,31 +152,67 @@ def other(edition: Edition) -> Edition:
     return EDITIONS["zh" if edition.lang == "en" else "en"]
 
 
+def series_notebooks(notebooks: Path = REPO / "notebooks") -> tuple[list[str], list[str]]:
+    """The series' notebooks in order, by stem ("03_model"), and the strays beside them, by file name.
+
+    A notebook of the series has a translation file and a Chinese twin (zh/NN_name.md, zh/NN_name.ipynb); any other
+    NN_*.ipynb in notebooks/ is a stray: JupyterLab's Duplicate (03_model-Copy1.ipynb), a scratch copy.
+    """
+    numbered = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
+    series = [n for n in numbered if (notebooks / "zh" / f"{n}.md").is_file()]
+    series = [n for n in series if (notebooks / "zh" / f"{n}.ipynb").is_file()]
+    return series, [f"{n}.ipynb" for n in numbered if n not in series]
+
+
 def notebook_names() -> list[str]:
     """The series' notebooks in order, by stem ("03_model")."""
-    return sorted(p.stem for p in (REPO / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    return series_notebooks()[0]
+
+
+@functools.cache
+def launch_ref(repo: Path = REPO, version: str = VERSION) -> str:
+    """The git ref that the launch buttons, badges and links to files open, decided here alone: tag v`version`
+    where the repository the site is built from has it, else the default branch (a version not yet tagged)."""
+    tag = f"v{version}"
+    env = os.environ | {"GIT_CEILING_DIRECTORIES": str(Path(repo).resolve().parent)}  # this repository, no other
+    command = ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}"]
+    try:
+        found = subprocess.run(command, capture_output=True, env=env, timeout=60).returncode == 0
+    except (OSError, subprocess.SubprocessError):  # no git: a copy of the files
+        found = False
+    return tag if found else DEFAULT_BRANCH
 
 
 def github_url(path: str) -> str:
-    """A file of the repository on GitHub, at the branch the notebooks' badges point at."""
-    return f"https://github.com/{GITHUB}/blob/{BRANCH}/{path}"
+    """A file of the repository on GitHub, at the site's ref."""
+    return f"{REPOSITORY}/blob/{launch_ref()}/{path}"
 
 
 def launch_urls(edition: Edition, name: str) -> dict[str, str]:
-    """Where notebook `name` of `edition` opens: Colab and Kaggle (as its badge), and its download in the site."""
+    """Where notebook `name` of `edition` opens: Colab and Kaggle, at the site's ref, and its download in the site."""
     path = f"{edition.notebooks.relative_to(REPO).as_posix()}/{name}.ipynb"
     return {
-        "colab": f"https://colab.research.google.com/github/{GITHUB}/blob/{BRANCH}/{path}",
+        "colab": f"https://colab.research.google.com/github/{GITHUB}/blob/{launch_ref()}/{path}",
         "kaggle": f"https://kaggle.com/kernels/welcome?src={github_url(path)}",
         "download": f"notebooks/{name}.ipynb",
     }
+
+
+def pin(markdown: str) -> str:
+    """`markdown` with every address of a file of the repository (GitHub, Colab) at the site's ref, not a branch."""
+    return re.sub(
+        rf"(github\.com/|colab\.research\.google\.com/github/){re.escape(GITHUB)}/blob/[^/\s)]+/",
+        lambda m: f"{m[1]}{GITHUB}/blob/{launch_ref()}/",
+        markdown,
+    )
 
 
 def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
     """Markdown written in `folder` of the repository, with links that work in the site.
 
     A link to one of the edition's notebooks stays a link to that notebook (myst makes it the page); any other
-    relative link goes to the file on GitHub; the Colab badge image becomes the site's own copy.
+    relative link goes to the file on GitHub; the Colab badge image becomes the site's own copy; addresses of the
+    repository's files are pinned to the site's ref.
     """
 
     def link(match: re.Match) -> str:
@@ -141,7 +229,7 @@ def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
             target = github_url(file.relative_to(REPO).as_posix()) + (f"#{anchor}" if anchor else "")
         return f"{match['open']}{target})"
 
-    return LINK.sub(link, markdown)
+    return pin(LINK.sub(link, markdown))
 
 
 def folded_title(cell: nbformat.NotebookNode) -> str | None:
@@ -154,52 +242,225 @@ def folded_title(cell: nbformat.NotebookNode) -> str | None:
     return match["title"].replace("`", "")
 
 
+def fold(cell: nbformat.NotebookNode, tags: list[str], show_output: bool) -> None:
+    """Fold a code cell's code under its Colab title (myst-nb's hide-input); drop its outputs unless `show_output`."""
+    tags += ["hide-input"] if show_output else ["hide-input", "remove-output"]
+    title = folded_title(cell)
+    if title:
+        prompts = {"code_prompt_show": title, "code_prompt_hide": title}
+        cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | prompts
+
+
 def going_further_ids(english: nbformat.NotebookNode) -> set[str]:
     """Ids of the cells that open the "Going further" part of a notebook (02-06), tagged `going-further`."""
     return {c.id for c in english.cells if "going-further" in c.metadata.get("tags", [])}
 
 
-def page_notebook(path: Path, edition: Edition, english: nbformat.NotebookNode) -> nbformat.NotebookNode:
-    """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
+def plain(markdown: str) -> str:
+    """The text a reader sees of a line of Markdown: links as their text, no code marks, emphasis or HTML."""
+    text = re.sub(r"!?\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+    text = re.sub(r"<[^>]+>", "", text)
+    return re.sub(r"[`*]+|(?<!\w)_+|_+(?!\w)", "", text).strip()  # not the _ inside a name (plot_trace)
 
-    parameters, machinery and nav cells go; the set-up cell's code goes and what it printed stays; a solution's
-    code is folded and its outputs (the answer) go; a recap's code is folded; a Markdown solution (<details>) stays
-    as written, closed, with the class `solution`. The heading of "Going further" gets the label
-    `going-further-<number>`, which conf.py makes a class of its section.
-    """
-    nb = copy.deepcopy(nbformat.read(path, as_version=4))
-    further = going_further_ids(english)
+
+def headings(markdown: str) -> list[tuple[int, str]]:
+    """The headings of Markdown text, outside code blocks: (level, text as written)."""
+    found, fenced = [], False
+    for line in markdown.splitlines():
+        if line.lstrip().startswith("```"):
+            fenced = not fenced
+        elif not fenced and (match := HEADING.match(line)):
+            found.append((len(match["level"]), match["text"]))
+    return found
+
+
+def slug(text: str) -> str:
+    """The anchor docutils makes of an English heading ("The lesson's `MnistModel`": the-lesson-s-mnistmodel)."""
+    words = re.sub(r"[^a-z0-9]+", "-", plain(text).lower())
+    return re.sub(r"^[-0-9]+|-+$", "", words) or "section"
+
+
+class Anchors:
+    """A page's section anchors, the same in both editions: each from the English twin's heading, unique in the
+    page. `sections` lists each heading's anchors in the page's order; conf.py gives them to its sections (they are
+    no labels: Sphinx wants those unique across the site)."""
+
+    def __init__(self) -> None:
+        self.used: set[str] = set()
+        self.sections: list[list[str]] = []
+
+    def __call__(self, english_heading: str) -> str:
+        """The anchor of the next section, titled `english_heading` in English."""
+        base = slug(english_heading)
+        name, n = base, 1
+        while name in self.used:
+            n += 1
+            name = f"{base}-{n}"
+        self.used.add(name)
+        return name
+
+    def cell(self, source: str, english: str, fallback: str) -> list[list[str]]:
+        """Anchors for the headings of a Markdown cell, in order: from its English twin's headings, paired in order
+        while their levels agree; a heading past those, from OWN_ANCHORS or the cell's id (`fallback`), stable too."""
+        mine, theirs = headings(source), headings(english)
+        paired = 0  # headings paired in order, while their levels agree
+        while paired < min(len(mine), len(theirs)) and mine[paired][0] == theirs[paired][0]:
+            paired += 1
+        found = [[self(text)] for _, text in theirs[:paired]]
+        for i, (_, text) in enumerate(mine[paired:], paired):
+            found.append([self(OWN_ANCHORS.get(plain(text)) or (f"{fallback}-{i}" if i else fallback))])
+        self.sections += found
+        return found
+
+
+def sentences(markdown: str) -> list[str]:
+    """The sentences of a Markdown cell's last paragraph of prose, as a reader sees them."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", markdown) if p.strip() and not HEADING.match(p.strip())]
+    prose = [p for p in paragraphs if not p.lstrip().startswith(("```", "|", "<", "!["))]
+    if not prose:
+        return []
+    text = plain(" ".join(prose[-1].split()))
+    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])(?![）)”」])", text) if s.strip()]
+
+
+def figure_alt(cells: list, index: int, edition: Edition) -> str:
+    """Alt text for the figures a code cell draws, in the page's language: the Markdown sentence before the cell,
+    which says what it shows, and the plot's own title, set in the cell or in a function of the notebook it calls."""
+    before = next((c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"), "")
+    said = ""
+    for sentence in reversed([s for s in sentences(before) if not s.startswith(("(", "（"))]):  # not an aside
+        said = (sentence + (" " if edition.lang == "en" else "") + said).strip()
+        if len(said) >= ALT_LEAST:  # "网络如下" (the network is as follows) alone says too little
+            break
+    said = said.rstrip(":：").strip()
+    code = cells[index].source
+    functions = {m[1]: m[0] for c in cells if c.cell_type == "code" for m in DEF.finditer(c.source)}
+    drawn = [code, *(functions[name] for name in dict.fromkeys(re.findall(r"\b(\w+)\(", code)) if name in functions)]
+    titles = [title for source in drawn for _, title in PLOT_TITLE.findall(source)]
+    named = "; ".join(dict.fromkeys(t for t in titles if t not in said))
+    alt = (said + edition.words["titled"].format(named) if named else said).strip()
+    return alt or edition.words["figure"]
+
+
+def check_images(path: Path, nb: nbformat.NotebookNode) -> None:
+    """SiteError for a stored image output that is not a whole image (a damaged file would stop myst-nb)."""
     for cell in nb.cells:
-        tags = list(cell.metadata.get("tags", []))
-        if REMOVED & set(tags):
-            tags.append("remove-cell")
-        elif OUTPUT_ONLY & set(tags):
-            tags.append("remove-input")
-        elif cell.cell_type == "code" and {"solution", "recap"} & set(tags):
-            tags += ["hide-input", "remove-output"] if "solution" in tags else ["hide-input"]
-            title = folded_title(cell)
-            if title:
-                cell.metadata["mystnb"] = {"code_prompt_show": title, "code_prompt_hide": title}
-        if cell.cell_type == "markdown":
-            cell.source = rewrite_links(cell.source, path.parent, edition)
-            if "solution" in tags:  # <details><summary>Solution 1: …</summary>, closed: styled as the code folds
-                cell.source = cell.source.replace("<details>", '<details class="solution">')
-            if cell.id in further:
-                label = f"(going-further-{path.stem[:2]})=\n"
-                cell.source = re.sub(r"^(?=## )", "\n" + label, cell.source, count=1, flags=re.MULTILINE)
-        cell.metadata["tags"] = tags
-    if int(path.stem[:2]) >= ADVANCED_FROM:
-        first = nb.cells[0]
-        title, _, rest = first.source.partition("\n")
-        badge = f'<p class="site-optional">{edition.words["optional"]}</p>'
-        first.source = f"{title}\n{badge}\n\n{rest}"
+        for output in cell.get("outputs", []):
+            for mime in ("image/png", "image/jpeg"):
+                data = output.get("data", {}).get(mime)
+                if data is None:
+                    continue
+                try:
+                    raw = base64.b64decode("".join(data) if isinstance(data, list) else data, validate=True)
+                except (binascii.Error, ValueError):
+                    raw = b""
+                whole = (
+                    raw.startswith(PNG_START) and raw.endswith(PNG_END)
+                    if mime == "image/png"
+                    else (raw.startswith(b"\xff\xd8") and raw.rstrip(b"\0").endswith(b"\xff\xd9"))
+                )
+                if not whole:
+                    fix = (
+                        "python notebooks/series.py translate rebuilds it from the English notebook"
+                        if path.parent.name == "zh"
+                        else "run the notebook again and save it, or clear that output"
+                    )
+                    raise SiteError(f"{rel(path)}: cell {cell.id} holds a damaged {mime} output: {fix}")
+
+
+def read_notebook(path: Path) -> nbformat.NotebookNode:
+    """The notebook at `path`; SiteError in one line when it is missing, not a notebook, or holds a damaged image."""
+    try:
+        nb = nbformat.read(path, as_version=4)
+    except FileNotFoundError:
+        fix = "python notebooks/series.py translate makes the Chinese ones"
+        raise SiteError(f"{rel(path)} is missing: {fix}") from None
+    except Exception as err:  # nbformat's NotJSONError, ValidationError, a JSON or Unicode error: all the same here
+        raise SiteError(
+            f"{rel(path)} is not a readable notebook ({type(err).__name__}): restore it with "
+            f"`git checkout -- {rel(path)}`, or open and save it in Jupyter"
+        ) from None
+    check_images(path, nb)
     return nb
 
 
-def _sections(markdown: str) -> list[tuple[str, str]]:
-    """A README as (## heading, its text) pairs; the text before the first ## heading comes with heading ""."""
-    parts = re.split(r"^(## .*)$", markdown, flags=re.MULTILINE)
-    return [("", parts[0])] + [(parts[i][3:].strip(), parts[i] + parts[i + 1]) for i in range(1, len(parts), 2)]
+def rel(path: Path) -> str:
+    """`path` as the repository's folder sees it, for messages."""
+    return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
+
+
+def page_notebook(
+    path: Path, edition: Edition, english: nbformat.NotebookNode
+) -> tuple[nbformat.NotebookNode, list[list[str]]]:
+    """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
+
+    machinery and nav cells go; the title's Colab badge goes (the header's Colab button is the page's one); the
+    settings cell (tagged parameters) is folded under its title; the set-up cell's code goes and what it printed
+    stays, or, where a settings cell comes before it, its code is folded above what it printed; a solution's code
+    is folded and its outputs (the answer) go; a recap's code is folded; a Markdown solution (<details>) stays as
+    written, closed, with the class `solution`. Every heading gets an anchor from its English twin's (Anchors), and
+    the heading of "Going further" first `going-further-<number>`, which conf.py makes a class of its section: those
+    come back with the copy, each heading's in the page's order. A figure gets alt text from the prose before it
+    (figure_alt).
+    """
+    nb = copy.deepcopy(read_notebook(path))
+    further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
+    settings = any("parameters" in c.metadata.get("tags", []) for c in nb.cells)  # the settings in a cell apart
+    anchors = Anchors()
+    for index, cell in enumerate(nb.cells):
+        tags = list(cell.metadata.get("tags", []))
+        if REMOVED & set(tags):
+            tags.append("remove-cell")
+        elif "parameters" in tags or ("setup" in tags and settings):
+            fold(cell, tags, show_output=True)
+        elif "setup" in tags:
+            tags.append("remove-input")
+        elif cell.cell_type == "code" and {"solution", "recap"} & set(tags):
+            fold(cell, tags, show_output="solution" not in tags)
+        if cell.cell_type == "markdown":
+            source = COLAB_BADGE.sub("", cell.source) if index == 0 else cell.source
+            source = rewrite_links(source, path.parent, edition)
+            if "solution" in tags:  # <details><summary>Solution 1: …</summary>, closed: styled as the code folds
+                source = source.replace("<details>", '<details class="solution">')
+            labels = anchors.cell(source, twins.get(cell.id, ""), cell.id)
+            if cell.id in further:
+                first = next(i for i, (level, _) in enumerate(headings(source)) if level == 2)
+                labels[first].insert(0, f"going-further-{path.stem[:2]}")
+            cell.source = source
+        elif any(m in o.get("data", {}) for o in cell.get("outputs", []) for m in ("image/png", "image/jpeg")):
+            image = {"alt": figure_alt(nb.cells, index, edition)}
+            cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | {"image": image}
+        cell.metadata["tags"] = tags
+    if int(path.stem[:2]) >= ADVANCED_FROM:
+        first = nb.cells[0]
+        lines = first.source.split("\n")
+        at = next(i for i, line in enumerate(lines) if line.startswith("# ")) + 1  # after the title
+        lines.insert(at, f'<p class="site-optional">{edition.words["optional"]}</p>\n')
+        first.source = "\n".join(lines)
+    return nb, anchors.sections
+
+
+def _sections(markdown: str) -> list[tuple[int, str, str]]:
+    """A README as (level, ## or ### heading, its text) triples; the text before the first such heading comes with
+    level 1 and heading ""."""
+    parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.MULTILINE)
+    found = [(1, "", parts[0])]
+    for i in range(1, len(parts), 2):
+        level, _, heading = parts[i].partition(" ")
+        found.append((len(level), heading.strip(), parts[i] + parts[i + 1]))
+    return found
+
+
+def learners_sections(markdown: str, dropped: tuple[str, ...]) -> list[tuple[int, str, str]]:
+    """The README's sections less those in `dropped`, each with its subsections."""
+    kept, cut = [], None  # cut: the level of the section being dropped
+    for level, heading, body in _sections(markdown):
+        if cut is not None and level > cut:
+            continue
+        cut = level if heading in dropped else None
+        if cut is None:
+            kept.append((level, heading, body))
+    return kept
 
 
 def _row(line: str) -> list[str]:
@@ -217,11 +478,11 @@ def zh_time(english: str) -> str:
     """A row's time from the English README's table, in Chinese."""
     lesson = re.fullmatch(r"(\d+) min lesson · (\d+) min in all", english)
     if lesson:
-        return f"课程 {lesson[1]} 分钟 · 共 {lesson[2]} 分钟"
+        return f"课程\u00a0{lesson[1]}\u00a0分钟 · 共\u00a0{lesson[2]}\u00a0分钟"  # no-break: two parts, two lines
     alone = re.fullmatch(r"(\d+) min", english)
     if not alone:
-        raise ValueError(f"README.md's table has a time zh_time cannot say in Chinese: {english!r}")
-    return f"{alone[1]} 分钟"
+        raise SiteError(f"README.md's table has a time zh_time cannot say in Chinese: {english!r}")
+    return f"{alone[1]}\u00a0分钟"
 
 
 def _zh_table(section: str) -> str:
@@ -244,20 +505,28 @@ def _zh_table(section: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def home_page(edition: Edition) -> str:
-    """The home page: the edition's README (less its translators' sections), with the site's table of contents."""
+def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
+    """The home page, for learners: the edition's README less its maintainers' and translators' sections, with
+    the site's table of contents, and anchors from the English README's headings (in the same order)."""
     text = edition.readme.read_text(encoding="utf-8")
     text = re.sub(r"^(English|\[English\]).*(简体中文).*\n", "", text, count=1, flags=re.MULTILINE)  # the switch
-    sections = [(heading, body) for heading, body in _sections(text) if heading not in edition.dropped]
+    text = "\n\n".join(p for p in text.split("\n\n") if DOCUMENTATION.rstrip("/") not in p)  # "read it online"
+    sections = learners_sections(text, edition.dropped)
     if edition.lang == "zh":
-        sections = [(h, _zh_table(body) if "| # |" in body else body) for h, body in sections]
-    page = rewrite_links("".join(body for _, body in sections), edition.readme.parent, edition)
+        sections = [(lv, h, _zh_table(body) if "| # |" in body else body) for lv, h, body in sections]
+    page = rewrite_links("".join(body for _, _, body in sections), edition.readme.parent, edition)
+    english = EDITIONS["en"]
+    english_text = "".join(
+        b for _, _, b in learners_sections(english.readme.read_text(encoding="utf-8"), english.dropped)
+    )
+    anchors = Anchors()
+    anchors.cell(page, english_text, "section")
     names = notebook_names()
     lesson = [n for n in names if int(n[:2]) < ADVANCED_FROM]
     advanced = [n for n in names if int(n[:2]) >= ADVANCED_FROM]
     for caption, group in ((edition.words["lesson"], lesson), (edition.words["advanced"], advanced)):
         page += f"\n```{{toctree}}\n:hidden:\n:caption: {caption}\n\n" + "\n".join(group) + "\n```\n"
-    return page
+    return page, anchors.sections
 
 
 def search_dictionary(path: Path) -> None:
@@ -273,18 +542,43 @@ def search_dictionary(path: Path) -> None:
     path.write_text("".join(f"{word}\n" for word in words), encoding="utf-8")
 
 
+def fresh_folder(path: Path, what: str) -> None:
+    """Empty or make the folder `path`; SiteError naming it, or the file in the way, when that fails."""
+    blocker = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if blocker is not None:
+        raise SiteError(
+            f"cannot make {what} {rel(path)}/: {rel(blocker)} is a file, not a folder: delete it "
+            f"(rm {rel(blocker)}), then run make site again"
+        )
+    try:
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        elif path.exists() or path.is_symlink():
+            path.unlink()
+        path.mkdir(parents=True)
+    except OSError as err:
+        raise SiteError(
+            f"cannot write {what} {rel(path)}/ ({err.strerror or err}): make it a folder you can "
+            f"write, or delete it (rm -r {rel(path)}), then run make site again"
+        ) from None
+
+
 def write_sources(edition: Edition) -> Path:
     """Write the Sphinx project of `edition` into runs/site-build/<lang>/src; return that folder."""
     src = WORK / edition.lang / "src"
-    shutil.rmtree(src.parent, ignore_errors=True)
+    fresh_folder(src.parent, "the site's build folder")
     (src / "_extra" / "notebooks").mkdir(parents=True)
     shutil.copy(WEBSITE / BADGE, src / BADGE)
-    (src / "index.md").write_text(home_page(edition), encoding="utf-8")
+    page, anchors = home_page(edition)
+    (src / "index.md").write_text(page, encoding="utf-8")
+    sections = {"index": anchors}
     for name in notebook_names():
         path = edition.notebooks / f"{name}.ipynb"
-        english = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
-        nbformat.write(page_notebook(path, edition, english), src / f"{name}.ipynb")
+        english = read_notebook(REPO / "notebooks" / f"{name}.ipynb")
+        nb, sections[name] = page_notebook(path, edition, english)
+        nbformat.write(nb, src / f"{name}.ipynb")
         shutil.copy(path, src / "_extra" / "notebooks" / path.name)  # the download: the notebook as committed
+    (src.parent / "anchors.json").write_text(json.dumps(sections, indent=1), encoding="utf-8")
     if edition.lang == "zh":
         search_dictionary(src.parent / "search-words.txt")
     return src
@@ -315,23 +609,71 @@ def prune(html: Path) -> None:
             minified.write_text(re.sub(r"\n?(//|/\*)# sourceMappingURL=\S+(\*/)?", "", text), encoding="utf-8")
 
 
-def main() -> None:
+def missing_packages() -> list[str]:
+    """The site's modules that this Python cannot import."""
+    return [module for module in SITE_MODULES if importlib.util.find_spec(module) is None]
+
+
+def writable(folder: Path) -> None:
+    """SiteError naming `folder` when the finished site could not be written there; checked before the build."""
+    parent = next(p for p in [folder, *folder.parents] if p.exists())
+    if not parent.is_dir() or (parent == folder and not os.access(folder, os.W_OK | os.X_OK)):
+        raise SiteError(
+            f"cannot write the site into {rel(folder)}/: {rel(parent)} is not a folder you can write; "
+            f"delete or move it, then run make site again"
+        )
+    if parent != folder and not os.access(parent, os.W_OK | os.X_OK):
+        raise SiteError(
+            f"cannot make {rel(folder)}/: {rel(parent)} is not writable; make it writable, then run make site again"
+        )
+
+
+def build() -> None:
     """Build both editions into site/; print the time it took and the site's size."""
     start = time.monotonic()
+    series, strays = series_notebooks()
+    for stray in strays:
+        print(f"make site: skipped notebooks/{stray}, not one of the series (it has no Chinese twin in notebooks/zh/)")
+    for edition in EDITIONS.values():  # every notebook whole, before anything is made
+        for name in series:
+            read_notebook(edition.notebooks / f"{name}.ipynb")
+    writable(SITE)
     source = fonts.font_source()  # before anything else: without the font, no site
     builds = [(edition, sphinx(edition, write_sources(edition))) for edition in EDITIONS.values()]
     failed = [edition.lang for edition, build in builds if build.wait() != 0]
     if failed:
         raise SystemExit(f"make site: Sphinx failed for {', '.join(failed)} (its messages are above)")
-    shutil.rmtree(SITE, ignore_errors=True)
     for edition in EDITIONS.values():
         html = WORK / edition.lang / "html"
         prune(html)
         fonts.subset(source, html)
-        shutil.copytree(html, SITE / edition.prefix, dirs_exist_ok=True)
-    (SITE / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
+    fresh_folder(SITE, "the site's folder")
+    try:
+        for edition in EDITIONS.values():
+            shutil.copytree(WORK / edition.lang / "html", SITE / edition.prefix, dirs_exist_ok=True)
+        (SITE / ".nojekyll").touch()  # GitHub Pages: serve _static/ and _images/ as they are
+    except OSError as err:
+        raise SiteError(
+            f"cannot write the site into {rel(SITE)}/ ({err.strerror or err}): free some space or "
+            f"make it writable, then run make site again"
+        ) from None
     size = sum(f.stat().st_size for f in SITE.rglob("*") if f.is_file())
-    print(f"make site: {SITE.relative_to(REPO)}/ in {time.monotonic() - start:.0f} s, {size / 2**20:.1f} MiB")
+    ref = launch_ref()
+    print(
+        f"make site: {rel(SITE)}/ in {time.monotonic() - start:.0f} s, {size / 2**20:.1f} MiB; "
+        f"version {VERSION}, launch buttons at {ref}"
+    )
+
+
+def main() -> None:
+    """`make site`: say in one line what is missing or wrong, or build."""
+    missing = missing_packages()
+    if missing:
+        raise SystemExit(f"make site: the site's packages are missing ({', '.join(missing)}): {INSTALL}")
+    try:
+        build()
+    except SiteError as err:
+        raise SystemExit(f"make site: {err}") from None
 
 
 if __name__ == "__main__":
