@@ -1160,3 +1160,16 @@ def test_a_message_shows_any_value_and_never_raises():
     assert said().startswith("x is a object")
     assert helpers_exercises.Said("{n:,}", n=-HUGE)() == "a whole number of 5,001 digits"
     assert helpers_exercises.Said("{n:,}", n=2**53)() == "9,007,199,254,740,992"
+
+
+def test_a_solution_shows_its_editions_code_comments(capsys):
+    """q1.solution() in the Chinese edition shows the code of the Chinese notebook, whose comments comments.md
+    translated as the exercise cell's; the English shows the English."""
+    english, chinese = (helpers_exercises.solutions("07_error_analysis", lang)[0] for lang in ("en", "zh"))
+    assert "# each image's largest probability" in english and "# each image's" not in chinese
+    assert english.replace("# each image's largest probability", "") == re.sub(
+        r"# [^\n]*[\u4e00-\u9fff][^\n]*", "", chinese
+    )
+    (q1,) = helpers_exercises.exercises("07_error_analysis", {}, lang="zh")
+    q1.solution()
+    assert capsys.readouterr().out.rstrip().endswith(chinese)
