@@ -3,7 +3,8 @@
 A notebook binds its exercises to its own globals once; each exercise cell ends with its check:
 
     q1, q2 = helpers_exercises.exercises("05_training", globals())
-    q1.check()     # "Correct: ..." or "Not yet: <what the check found, and what to look at>"
+    q1.check()     # "Correct: ...", "Not yet: <what the check found, and what to look at>", or, while the cell
+                   # still holds a ____, "Your turn: fill in the ____ above, ..." (no verdict yet)
     q1.hint()      # a nudge
     q1.solution()  # the worked solution's idea and code
 
@@ -35,10 +36,16 @@ from typing import Any
 
 
 class Placeholder:
-    """`____`: what an exercise cell holds until the learner writes an answer."""
+    """`____`: what an exercise cell holds until the learner writes an answer.
+
+    A loop over it runs no step (`for epochs, lr in ____:`), so a cell whose blanks are not filled in yet still runs
+    to its check, which then asks for the answer."""
 
     def __repr__(self) -> str:
         return "____"
+
+    def __iter__(self):
+        return iter(())
 
 
 ____ = Placeholder()
@@ -51,12 +58,15 @@ LABELS = {
     "hint": ("Hint", "#6a1b9a"),
     "solution": ("Solution", "#37474f"),
     "thought": ("A question for thought", "#1565c0"),
+    "todo": ("Your turn", "#37474f"),  # a cell whose ____ is still there: no verdict, so nothing in red
 }
-UNANSWERED = "write your answer in place of ____ in the cell above, run it, then check again"
+UNANSWERED = "fill in the ____ above with your answer, then run this cell"
 UNDEFINED = "run the cells above first (`{name}` is not defined)"
 OPEN_ENDED = "there is no single right answer to check; run q{number}.solution() to compare yours with ours"
-# A worked solution as its notebook shows it, folded: a Markdown cell tagged `solution`.
-SOLUTION = re.compile(r"<details><summary>Solution (\d+): (.+?)</summary>\n\n```python\n(.+)\n```\n</details>", re.S)
+# A worked solution as its notebook shows it, folded: a Markdown cell tagged `solution` (答案 N： in Chinese).
+SOLUTION = re.compile(
+    r"<details><summary>(?:Solution|答案) (\d+)(?:: |：)(.+?)</summary>\n\n```python\n(.+)\n```\n</details>", re.S
+)
 
 
 @functools.cache
@@ -72,9 +82,12 @@ def catalogue(lang: str) -> dict[str, str]:
 
 
 @functools.cache
-def solutions(notebook: str) -> list[str]:
-    """The code of each worked solution of `notebook`, in order: its English edition's cells tagged `solution`."""
-    path = EDITIONS / f"{notebook}.ipynb"
+def solutions(notebook: str, lang: str = "en") -> list[str]:
+    """The code of each worked solution of `notebook`, in order: its cells tagged `solution`, in the edition of
+    `lang` (whose code comments speak that language), else in English."""
+    path = EDITIONS / f"{notebook}.ipynb" if lang == "en" else EDITIONS / lang / f"{notebook}.ipynb"
+    if lang != "en" and not path.is_file():
+        return solutions(notebook)
     cells = json.loads(path.read_text(encoding="utf-8"))["cells"] if path.is_file() else []
     sources = ["".join(c["source"]) for c in cells if "solution" in c.get("metadata", {}).get("tags", [])]
     return [match[3] if (match := SOLUTION.fullmatch(source)) else "" for source in sources]
@@ -88,7 +101,46 @@ class Said:
 
     def __call__(self, lang: str = "en") -> str:
         text = self.template if lang == "en" else catalogue(lang).get(self.template, self.template)
-        return text.format(**self.fields) if self.fields else text
+        if not self.fields:
+            return text
+        fields = {name: _printable(value) for name, value in self.fields.items()}
+        try:
+            return text.format(**fields)
+        except Exception:  # a value that cannot be shown as the template asks: said by its kind, never an exception
+            kinds = {name: Shown(f"a {_kind(value)}") for name, value in fields.items() if not isinstance(value, str)}
+            return text.format(**(fields | kinds))
+
+
+class Shown:
+    """A value as a message shows it: its text, whatever format or index the template asks of it."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __format__(self, spec: str) -> str:
+        return self.text
+
+    __repr__ = __str__ = lambda self: self.text
+
+    def __getitem__(self, key: Any) -> Shown:
+        return self
+
+
+def _digits(value: int) -> int:
+    """How many decimal digits a whole number has, without writing it out (Python refuses past 4,300 digits)."""
+    estimate = max(1, math.floor(abs(value).bit_length() * math.log10(2)))
+    return estimate + (abs(value) >= 10**estimate)
+
+
+def _printable(value: Any) -> Any:
+    """`value`, with every whole number too long to print (inside tuples, lists and dicts too) said by its length."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 10_000:
+        return Shown(f"a whole number of {_digits(value):,} digits")
+    if isinstance(value, (tuple, list)):
+        return type(value)(_printable(v) for v in value) if type(value) in (tuple, list) else value
+    if isinstance(value, dict):
+        return {k: _printable(v) for k, v in value.items()}
+    return value
 
 
 class NotYet(Exception):
@@ -124,7 +176,7 @@ class Exercise:
         try:
             found = self.check_answer(self.namespace)
         except Unanswered:
-            return self._show("not_yet", Said(UNANSWERED))
+            return self._show("todo", Said(UNANSWERED))
         except NotYet as wrong:
             return self._show("not_yet", wrong.said)
         except Exception as err:  # a check never raises: what stopped it is the learner's to read
@@ -138,13 +190,15 @@ class Exercise:
 
     def solution(self) -> None:
         """Print the worked solution: what it does, then its code (the notebook's folded cell "Solution N")."""
-        self._show("solution", Said(self.idea), code=dict(enumerate(solutions(self.notebook), 1)).get(self.number, ""))
+        codes = {lang: dict(enumerate(solutions(self.notebook, lang), 1)).get(self.number, "") for lang in LANGUAGES}
+        self._show("solution", Said(self.idea), codes)
 
-    def _show(self, label: str, said: Said, code: str = "") -> None:
-        """The line `label: text` (and the code below it) in this exercise's language, as plain text and as HTML in
-        the label's colour; every language rides along in the metadata."""
+    def _show(self, label: str, said: Said, codes: dict[str, str] | None = None) -> None:
+        """The line `label: text` (and the code below it, each language's) in this exercise's language, as plain text
+        and as HTML in the label's colour; every language rides along in the metadata."""
         outputs = {}
         for lang in LANGUAGES:
+            code = (codes or {}).get(lang, "")
             word, colour, colon = Said(LABELS[label][0])(lang), LABELS[label][1], "：" if lang == "zh" else ": "
             rich = f'<p><b style="color:{colour}">{html.escape(word)}</b>{colon}{html.escape(said(lang))}</p>'
             outputs[lang] = {"text/plain": f"{word}{colon}{said(lang)}" + (f"\n\n{code}" if code else ""),
@@ -252,8 +306,9 @@ def number(value: Any, name: str) -> float | int:
         value = value.item()
     wrong(isinstance(value, bool) or not isinstance(value, (int, float)), "{name} is {found!r}, a {kind}; it should "
           "be one number", name=name, found=value, kind=_kind(value))  # fmt: skip
-    wrong(isinstance(value, int) and abs(value) > 2**53, "{name} is a number with {digits} digits, far too large "
-          "for what it counts: look at how your cell computes it", name=name, digits=len(str(abs(value))))  # fmt: skip
+    wrong(isinstance(value, int) and abs(value) > 2**53, "{name} is a number with {digits:,} digits, far too large "
+          "for what it counts: look at how your cell computes it", name=name,
+          digits=_digits(value) if isinstance(value, int) else 0)  # fmt: skip
     wrong(not math.isfinite(value), "{name} is {found}, not a finite number: look at how your cell computes it",
           name=name, found=value)  # fmt: skip
     return value
@@ -613,35 +668,58 @@ def _check_dict_to_device(namespace: dict) -> Said:
 # ------------------------------------------------------------------------------------------------ 05: training
 
 
+def history(value: Any, name: str) -> list:
+    """`value` as a history, as fit returns it: a list with a result dict per epoch; NotYet when it is none."""
+    if isinstance(value, dict) and "val_acc" in value:
+        raise NotYet("{name} is one epoch's result; keep the whole history train_on_device returns, a list with a "
+                     "dict per epoch", name=name)  # fmt: skip
+    wrong(not (isinstance(value, list) and value and all(isinstance(h, dict) and "val_acc" in h for h in value)),
+          "{name} is {found!r}; it should be the history train_on_device returns, a list with a dict per epoch",
+          name=name, found=value)  # fmt: skip
+    return value
+
+
 @exercise("05_training",
-          nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set) trains a fresh model and "
-          "returns its history: keep its last val_acc; best = max(results, key=results.get)",
-          idea="six fresh models, the same epochs each; compare the accuracies at each batch size")  # fmt: skip
+          nudge="train_on_device(model_fn, [(exercise_epochs, lr)], size, exercise_set): the phases are a list of "
+          "(epochs, learning rate) pairs, here one, then the batch size and the images",
+          idea="six fresh models, the same epochs each: compare the accuracies, and the seconds per epoch at each "
+          "batch size")  # fmt: skip
 def _check_batch_and_lr(namespace: dict) -> Said:
     keys = [(size, lr) for size in (32, 128, 512) for lr in (0.05, 0.5)]
-    found = entries(answer(namespace, "results"), "results", keys)
-    accs = {key: accuracy(found[key], f"results[{key!r}]") for key in keys}
+    found = entries(answer(namespace, "histories"), "histories", keys)
+    runs = {key: history(found[key], f"histories[{key!r}]") for key in keys}
+    epochs = namespace.get("exercise_epochs")
+    for key, run_history in runs.items():
+        wrong(isinstance(epochs, int) and len(run_history) != epochs, "histories[{key!r}] has {found} epochs; each "
+              "run trains exercise_epochs ({epochs}) epochs: [(exercise_epochs, lr)]", key=key,
+              found=len(run_history), epochs=epochs)  # fmt: skip
+    accs = {key: accuracy(run[-1], f"histories[{key!r}][-1]['val_acc']") for key, run in runs.items()}
     wrong(all(accs[(size, 0.05)] == accs[(size, 0.5)] for size in (32, 128, 512)), "at each batch size both learning "
           "rates scored the same: give each run its own rate, [(exercise_epochs, lr)]")  # fmt: skip
     wrong(all(accs[(32, lr)] == accs[(128, lr)] == accs[(512, lr)] for lr in (0.05, 0.5)), "at each learning rate "
           "the three batch sizes scored the same: give each run its own batch size, train_on_device(model_fn, "
           "[(exercise_epochs, lr)], size, exercise_set)")  # fmt: skip
-    best, top, worst = answer(namespace, "best"), max(accs, key=accs.get), min(accs, key=accs.get)
-    wrong(not isinstance(best, (tuple, list)) or tuple(best) != top, "best is {found!r}, but your results say {top} "
-          "did best ({acc:.4f}): best = max(results, key=results.get)", found=best, top=top, acc=accs[top])  # fmt: skip
+    top, worst = max(accs, key=accs.get), min(accs, key=accs.get)
+    said = {"top": top, "best": accs[top], "worst": worst, "least": accs[worst]}
+    per_size = {}  # seconds per epoch at each batch size, over both rates
+    for size in (32, 128, 512):
+        times = [h.get("epoch_s") or 0 for lr in (0.05, 0.5) for h in runs[(size, lr)]]
+        per_size[size] = sum(times) / len(times)
+    fast, slow = min(per_size, key=per_size.get), max(per_size, key=per_size.get)
     return Said("batch {top[0]} at lr {top[1]} did best ({best:.4f}), batch {worst[0]} at lr {worst[1]} worst "
-                "({least:.4f}): smaller batches take more steps per epoch, a larger rate bigger ones", top=top,
-                best=accs[top], worst=worst, least=accs[worst])  # fmt: skip
+                "({least:.4f}); per epoch, batch {fast} was fastest ({fast_s:.2f} s) and batch {slow} slowest "
+                "({slow_s:.2f} s): smaller batches take more steps per epoch, a larger rate bigger ones", fast=fast,
+                fast_s=per_size[fast], slow=slow, slow_s=per_size[slow], **said)  # fmt: skip
 
 
 @exercise("05_training",
-          nudge="train_on_device(partial(helpers.MnistModel, 784, h, 10), [(exercise_epochs, 0.5)], "
-          "data=exercise_set) trains a model with h hidden units; keep its last val_acc",
+          nudge="a fresh model with h hidden units comes from partial(helpers.MnistModel, 784, h, 10); give it to "
+          "train_on_device with [(exercise_epochs, 0.5)] and data=exercise_set, and keep the history's last val_acc",
           idea="a fresh model for each size, 32 (the lesson's) included; more hidden units buy a little "
           "accuracy")  # fmt: skip
 def _check_hidden_sizes(namespace: dict) -> Said:
-    found = entries(answer(namespace, "hidden_results"), "hidden_results", [16, 64, 128])
-    accs = {h: accuracy(found[h], f"hidden_results[{h}]", trained=True) for h in sorted(found)}  # 32 too, if there
+    found = entries(answer(namespace, "hidden_results"), "hidden_results", [16, 32, 64, 128])
+    accs = {h: accuracy(found[h], f"hidden_results[{h}]", trained=True) for h in (16, 32, 64, 128)}
     wrong(len(set(accs.values())) == 1, "every hidden size scored {acc:.4f}, as if all were one model: build each "
           "with its own size, helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
     per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(accs, list(accs)[1:])]
@@ -676,10 +754,22 @@ def _check_deeper_trained(namespace: dict) -> Said:
 
 
 @exercise("06_plots",
-          nudge="fashion_history = helpers.fit(first, 0.5, ...) + helpers.fit(exercise_epochs - first, 0.1, ...) on "
-          "train_fast and val_fast; then helpers.evaluate(fashion_model, test_fast)['val_acc']",
+          nudge="the lesson's schedule is two phases, [(epochs, 0.5), (epochs, 0.1)], exercise_epochs in all; then "
+          "helpers.evaluate(fashion_model, test_fast)['val_acc']",
           idea="the lesson's schedule on Fashion-MNIST: clothes are harder to tell apart than digits")  # fmt: skip
 def _check_fashion_accuracy(namespace: dict) -> Said:
+    phases = answer(namespace, "phases")
+    wrong(not (isinstance(phases, (list, tuple)) and phases and all(isinstance(p, (list, tuple)) and len(p) == 2
+          for p in phases)), "phases is {found!r}; it should be the schedule as a list of (epochs, learning rate) "
+          "pairs, such as [(3, 0.5), (2, 0.1)]", found=phases)  # fmt: skip
+    epochs = [count(n, "an epoch count in phases") for n, _ in phases]
+    rates = [number(lr, "a learning rate in phases") for _, lr in phases]
+    wrong(rates != [0.5, 0.1], "phases has the learning rates {rates}; the lesson's schedule has two phases, first "
+          "at 0.5, then at 0.1", rates=rates)  # fmt: skip
+    total = namespace.get("exercise_epochs")
+    wrong(isinstance(total, int) and sum(epochs) != total, "phases trains {found} epochs in all; the exercise asks "
+          "for exercise_epochs ({total}): the first half at 0.5, the rest at 0.1", found=sum(epochs),
+          total=total)  # fmt: skip
     acc = accuracy(answer(namespace, "fashion_test_acc"), "fashion_test_acc", trained=True)
     wrong(acc > 0.94, "fashion_test_acc is {found:.4f}, what the model scores on MNIST's digits: evaluate it on "
           "Fashion-MNIST's test set, test_fast", found=acc)  # fmt: skip
@@ -768,12 +858,39 @@ def _check_inside_a_checkpoint(namespace: dict) -> Said:
 
 # ------------------------------------------------------------------------------------------------ 09-11: speed
 
-exercise("09_cpu_vs_gpu",
-         nudge="on each device: resident loaders there (helpers.DeviceResidentLoader.from_dataset) and helpers.fit; "
-         "each epoch of fit's history has its 'train_s'",
-         idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and "
-         "its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU "
-         "pulls ahead")(None)  # fmt: skip
+
+@exercise("09_cpu_vs_gpu",
+          nudge="train_on(hidden, name) returns fit's history, and each of its epochs has its 'train_s': the "
+          "fastest is min(h['train_s'] for h in train_on(hidden, name))",
+          idea="expect the 32-unit model to gain little on a GPU, since its steps are too small to keep one busy and "
+          "its time goes into launching work; the 1,024-unit model, with 32 times the arithmetic, is where a GPU "
+          "pulls ahead")  # fmt: skip
+def _check_cpu_against_gpu(namespace: dict) -> Said:
+    devices = [str(d) for d in need(namespace, "devices")]
+    keys = [(hidden, name) for hidden in (32, 1024) for name in devices]
+    found = entries(answer(namespace, "seconds"), "seconds", keys)
+    times = {}
+    for key in keys:
+        name, value = f"seconds[{key!r}]", found[key]
+        wrong(isinstance(value, list) and bool(value) and isinstance(value[-1], dict), "{name} is a whole history, "
+              "{epochs} epochs; keep one number, its fastest epoch of training: min(h['train_s'] for h in ...)",
+              name=name, epochs=len(value) if isinstance(value, list) else 0)  # fmt: skip
+        wrong(isinstance(value, dict) and "train_s" in value, "{name} is one epoch's result; keep only its seconds "
+              "of training: ['train_s']", name=name)  # fmt: skip
+        times[key] = number(value, name)
+        wrong(times[key] <= 0, "{name} is {found}; a time is more than 0 seconds", name=name, found=times[key])
+    wrong(all(times[(32, d)] == times[(1024, d)] for d in devices), "the 32- and the 1,024-unit model took the same "
+          "time to the last digit: fill each key with its own run, train_on(hidden, name)")  # fmt: skip
+    cpu = devices[0]
+    ratio = times[(1024, cpu)] / times[(32, cpu)]
+    if len(devices) == 1:
+        return Said("on the CPU the 1,024-unit model takes {ratio:.1f} times as long per epoch as the 32-unit one, "
+                    "for 32 times the arithmetic; run this notebook on a GPU runtime to compare the two devices",
+                    ratio=ratio)  # fmt: skip
+    gpu = devices[1]
+    small, big = (times[(h, cpu)] / times[(h, gpu)] for h in (32, 1024))
+    return Said("the CPU's time divided by {gpu}'s: {small:.1f} for the 32-unit model, {big:.1f} for the 1,024-unit "
+                "one; the more arithmetic per step, the more a GPU gains", gpu=gpu, small=small, big=big)  # fmt: skip
 
 
 @exercise("10_many_gpus",

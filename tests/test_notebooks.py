@@ -227,30 +227,46 @@ def test_every_setting_is_one_the_set_up_checks_and_its_default_passes(path):
     series_setup.check_settings(values, accepts)
 
 
-def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, monkeypatch, capsys):
-    """A checkpoint saved without its history (save_checkpoint(path, model)) is refused with a line, then trained."""
+def test_06_without_the_history_of_05_trains_instead_of_failing(tmp_path, capsys):
+    """A checkpoint saved without its history (save_checkpoint(path, model)), or none at all: 06's folded cell trains
+    a fresh model with the lesson's own evaluate and fit, notebook 05's schedule, instead of failing."""
     import helpers
 
-    helpers.save_checkpoint(tmp_path / "lesson.ckpt", helpers.MnistModel())
-    trained = {"model": helpers.MnistModel(), "history": [{"val_acc": 0.25}]}
-    monkeypatch.setattr(helpers, "train_lesson", lambda *args, **kwargs: trained)
     nb = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
     (cell,) = [c for c in nb.cells if c.cell_type == "code" and "CHECKPOINT.exists()" in c.source]
-    namespace = {"helpers": helpers, "MnistModel": helpers.MnistModel, "to_device": helpers.to_device}
-    namespace |= {
-        "DEVICE": "cpu",
-        "hidden_size": 32,
-        "DATA": tmp_path,
-        "seed": 42,
-        "CHECKPOINT": tmp_path / "lesson.ckpt",
-    }
-    exec(cell.source, namespace)
-    out = capsys.readouterr().out
-    assert "model and its history are not here, so training" in out and "validation accuracy: 0.2500" in out
+    assert cell.metadata["jupyter"]["source_hidden"] and "helpers.train" not in cell.source, "folded; the lesson's fit"
+    helpers.save_checkpoint(tmp_path / "lesson.ckpt", helpers.MnistModel())
+    schedule = []
+
+    def fit(epochs, lr, *args):
+        schedule.append((epochs, lr))
+        return [{"val_loss": 0.1, "val_acc": 0.96}] * epochs
+
+    for checkpoint in (tmp_path / "lesson.ckpt", tmp_path / "none.ckpt"):
+        schedule.clear()
+        namespace = {
+            "helpers": helpers,
+            "MnistModel": lambda in_size, hidden_size, out_size: helpers.MnistModel(in_size, hidden_size, out_size),
+            "to_device": helpers.to_device,
+            "evaluate": lambda model, loader: {"val_loss": 2.3, "val_acc": 0.1},
+            "fit": fit,
+        }
+        namespace |= {
+            "input_size": 784,
+            "hidden_size": 32,
+            "num_classes": 10,
+            "device": "cpu",
+            "CHECKPOINT": checkpoint,
+        }
+        namespace |= {"train_loader": None, "val_loader": None}
+        exec(cell.source, namespace)
+        out = capsys.readouterr().out
+        assert "are not here, so training them again" in out and "validation accuracy: 0.9600" in out
+        assert schedule == [(5, 0.5), (5, 0.1)] and len(namespace["history"]) == 11
 
 
 WITH_EXERCISES = [p for p in NOTEBOOKS if p.stem != "01_gpu_runtime"]
-UNANSWERED = "Not yet: write your answer in place of ____"
+UNANSWERED = "Your turn: fill in the ____ above"  # what a check says while the cell's blanks are blank
 THOUGHT = "A question for thought: "
 
 

@@ -91,13 +91,13 @@ def test_each_run_keeps_its_scratch_files_in_its_own_folder(tmp_path):
 
 
 def test_run_executes_no_worked_solution_and_prepare_proves_each_one(tmp_path):
-    """`make run` is a learner's Run All: no proof cells. `prepare` adds one after each solution; an open-ended
-    exercise's proof only runs its solution."""
+    """`make run` is a learner's Run All: no proof cells. `prepare` adds one after each solution, which runs it and
+    asserts that its check passed."""
     path = REPO / "notebooks" / "09_cpu_vs_gpu.ipynb"
     ran = runs._prepared(path, {"device": "cpu"}, tmp_path)
     assert pages.tagged(ran, "solution") and not pages.tagged(ran, "solution-proof")
     (proof,) = pages.tagged(exercises.with_proofs(ran, path.stem), "solution-proof")
-    assert "for hidden in (32, 1024):" in proof.source and "assert" not in proof.source
+    assert "for hidden in (32, 1024)" in proof.source and "assert q1.passed" in proof.source
 
 
 def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):

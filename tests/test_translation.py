@@ -133,15 +133,27 @@ def _kept_forms(text: str) -> dict[str, set[str]]:
     }
 
 
+def _comments_localized(block: str, comments: dict[str, str]) -> str:
+    """A fenced code block with its comments in Chinese, as the edition's code cells have them (localize_code)."""
+    fence, code = block.split("\n", 1)
+    cell = nbformat.v4.new_code_cell(code.removesuffix("```").rstrip("\n"))
+    translation.localize_code(cell, "zh", comments)
+    return f"{fence}\n{cell.source}\n```"
+
+
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
 def test_translations_keep_code_numbers_and_links(path):
-    """API names, code and numbers stay in their original form: each one of the English text is in the translation."""
+    """API names, code and numbers stay in their original form: each one of the English text is in the translation.
+    A code block (a worked solution's) is the English one, its comments translated by the rows of comments.md."""
     assert {"138", "138,000,000", "3.3"} <= _wan_yi_forms("1.38 亿和 330 万") and "138" not in _wan_yi_forms("1.37 亿")
     english = nbformat.read(path, as_version=4)
     entries = translation.read_translation(translation.translation_file(path.name))
+    comments = translation.read_comments(translation.comments_file("zh"))
     for cell in translation.translatable(english):
         translated = _kept_forms(entries[cell.id][1])
-        for what, found in _kept_forms(translation.english_text(cell)).items():
+        kept = _kept_forms(translation.english_text(cell))
+        kept["code block"] = {_comments_localized(block, comments) for block in kept["code block"]}
+        for what, found in kept.items():
             missing = found - translated[what]
             assert not missing, f"cell {cell.id}: the translation lacks the {what}(s) {sorted(missing)}"
 
@@ -498,16 +510,17 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
 
 
 def test_a_changed_english_comment_stops_the_build_until_it_is_translated(tmp_path):
-    path = ENGLISH[4]
+    path = ENGLISH[5]
     english = nbformat.read(path, as_version=4)
-    (cell,) = [c for c in english.cells if c.id == "c05-05"]  # the lesson's fit: "# Training phase"
-    assert "# Training phase\n" in cell.source
-    cell.source = cell.source.replace("# Training phase\n", "# Training phase: one pass over the batches\n")
+    (cell,) = [c for c in english.cells if c.id == "c06-32"]  # its folded cell's title, a comment no other cell has
+    title = "@title Notebook 05's model and its history; trained again here if 05 has not run"
+    assert f"# {title} {{" in cell.source
+    cell.source = cell.source.replace(title, "@title Notebook 05's model")
     entries = translation.read_translation(translation.translation_file(path.name))
-    with pytest.raises(translation.TranslationError, match="'Training phase: one pass over the batches' has no"):
+    with pytest.raises(translation.TranslationError, match=re.escape(repr("@title Notebook 05's model")) + " has no"):
         translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
     _series_with(english, path, tmp_path)
-    with pytest.raises(translation.TranslationError, match="no code comment reads 'Training phase' any more"):
+    with pytest.raises(translation.TranslationError, match=f"no code comment reads {re.escape(repr(title))} any more"):
         translation.translate(check=True, source=tmp_path)
 
 
@@ -577,7 +590,7 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
     assert lines or path.stem == "01_gpu_runtime"  # 02-11 have exercises
     for line in lines:
         label, _, said = line.partition("：")
-        assert label in ("正确", "还不对", "思考题") and "：" not in said, line
+        assert label in ("正确", "还不对", "思考题", "轮到你") and "：" not in said, line
         assert not re.search(f"{CJK.pattern}[:,] ", said), line
 
 

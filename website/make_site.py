@@ -25,11 +25,10 @@ import shutil
 import subprocess
 import sys
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
-
-import tomllib
 
 # The site's packages (requirements-site.txt), by module: checked before anything is made (missing_packages).
 SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "fontTools", "brotli", "jieba"]
