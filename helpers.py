@@ -705,7 +705,8 @@ def fit(
         model.load_state_dict(kept)
         if isinstance(interrupt, TrainingInterrupted):
             raise
-        where = f" (saved in {checkpoint_path}; call fit again with it to resume)" if checkpoint_path else ""
+        saved = checkpoint_path and helpers_data.display_path(Path(checkpoint_path))  # short: relative where it can
+        where = f" (saved in {saved}; call fit again with it to resume)" if checkpoint_path else ""
         print(f"Interrupted: kept {len(history)} completed epochs{where}")
         raise TrainingInterrupted(f"training interrupted after {len(history)} completed epochs", history) from None
     except BaseException as error:

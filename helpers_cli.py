@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 
 from helpers import LESSON, TrainingDiverged, available_devices, check_hparams, describe_device
-from helpers_data import MnistUnavailable, check_writable, ensure_mnist
+from helpers_data import MnistUnavailable, check_writable
 from helpers_ddp import benchmark_ddp, train_distributed
 from helpers_run import PIPELINES, check_processes
 from helpers_speed import (
@@ -164,7 +164,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; raises what it finds wrong (`cli` prints it as one line)."""
     args = parser().parse_args(argv)
     check_args(args)  # as given, before --dry-run replaces any of them and before any work
-    ensure_mnist(args.data, setting="--data")  # a data folder's fix names the option that chose it
     return COMMANDS[args.command](args)
 
 

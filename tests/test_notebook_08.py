@@ -4,8 +4,6 @@ import copy
 import sys
 from pathlib import Path
 
-import nbformat
-
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
@@ -28,13 +26,17 @@ def test_08_demo_keeps_every_file_it_did_not_make_and_starts_from_scratch_each_r
     theirs = {name: f"the learner's {name}".encode() for name in ("lesson.ckpt", "run.ckpt", "notes.txt")}
     for name, data in theirs.items():
         (work / name).write_bytes(data)
-    nb = nbformat.read(REPO / "notebooks" / "08_checkpoints.ipynb", as_version=4)
-    nb = pages.with_settings(nb, {"device": "cpu", "progress": False, "work_dir": str(work)})
+    from papermill.iorw import load_notebook_node
+    from papermill.parameterize import parameterize_notebook
+
+    nb = load_notebook_node(str(REPO / "notebooks" / "08_checkpoints.ipynb"))  # as papermill -p sets its settings
+    nb = parameterize_notebook(nb, {"device": "cpu", "progress": False, "work_dir": str(work)})
     cells = {cell.id: cell for cell in nb.cells}
     again = [copy.deepcopy(cells[i]) for i in DEMO[1:3]]  # Run All a second time, in the same session
     for cell in again:
         cell.id += "-again"
-    nb.cells = pages.tagged(nb, "setup") + [cells[i] for i in DEMO] + again
+    setup = [pages.settings_cell(nb), *pages.tagged(nb, "injected-parameters"), *pages.tagged(nb, "setup")]
+    nb.cells = setup + [cells[i] for i in DEMO] + again
     client = NotebookClient(
         nb,
         timeout=600,
