@@ -955,7 +955,7 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
     load_checkpoint(path, model, optimizer)
     if saved.get("rng") is not None:
         _set_rng_state(saved["rng"], loader)
-    print(f"Resuming from {path}: {done} of {hparams['epochs']} epochs already done")
+    print(f"Resuming from {helpers_data.display_path(Path(path))}: {done} of {hparams['epochs']} epochs already done")
     return list(saved["history"])[:done]
 
 

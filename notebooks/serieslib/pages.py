@@ -31,7 +31,7 @@ SETUP = """\
 # @title Set-up: $what { display-mode: "form" }
 import importlib.util
 
-if importlib.util.find_spec("series_setup") is None:  # Colab, Kaggle: get the series' code
+if importlib.util.find_spec("series_setup") is None:  # missing here (Colab, Kaggle): install it; PyTorch stays
     %pip install --quiet --no-deps git+https://github.com/$github@v$version
 import helpers
 from series_setup import $imports
@@ -44,10 +44,10 @@ def setup_source(stem: str, version: str = VERSION) -> str:
     import series_setup  # PyTorch: only `stamp` and the tests write set-up cells
 
     spec = series_setup.NOTEBOOKS[stem]
-    parts = ["the series' code", "your settings checked"]
-    parts += ["the data"] * ("DATA" in spec.returns) + ["the device"] * ("DEVICE" in spec.returns)
-    what = ", ".join(parts[:-1]) + " and " + parts[-1]
-    imports = "____, start" if "exercises" in spec.returns else "start"
+    parts = ["gets the code", "checks your settings"]
+    parts += ["prepares the data"] * ("DATA" in spec.returns) + ["picks the device"] * ("DEVICE" in spec.returns)
+    what = ", ".join(parts)
+    imports = "____, start  # ____: the blank you fill in, in each exercise" if "exercises" in spec.returns else "start"
     return Template(SETUP).substitute(
         what=what, github=GITHUB, version=version, imports=imports, names=series_setup.setup_names(stem), stem=stem
     )
