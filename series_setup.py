@@ -15,7 +15,11 @@ from `NOTEBOOKS` below.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import importlib.metadata
+import os
+import platform
 import tomllib
 import warnings
 from collections.abc import Callable
@@ -61,9 +65,19 @@ DEVICE_SETTING = Accepts(
     lambda v: v is None or (isinstance(v, str) and bool(v.strip())) or isinstance(v, helpers.torch.device),
 )
 SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _is_whole(v) and 0 <= v < 2**63)
+
+
+def _plain_path(value: Any) -> bool:
+    """A path as this machine writes it: not empty, no control characters, no Windows drive or backslashes off
+    Windows (there `C:\\data` would become a folder of that name, and "C:\\new" hides a line break)."""
+    text = str(value)
+    windows_only = os.sep == "/" and ("\\" in text or (len(text) > 1 and text[1] == ":" and text[0].isalpha()))
+    return bool(text.strip()) and text.isprintable() and not windows_only
+
+
 PATH_SETTING = Accepts(
-    "None, or a path (a folder or a file), such as 'data' or '~/mnist'",
-    lambda v: v is None or (isinstance(v, (str, Path)) and bool(str(v).strip())),
+    f"None, or a path (a folder or a file) as {platform.system() or 'this system'} writes it, such as 'data'",
+    lambda v: v is None or (isinstance(v, (str, Path)) and _plain_path(v)),
 )
 SWITCH_SETTING = Accepts("None, True or False", lambda v: v is None or isinstance(v, bool))
 SIZES_SETTING = Accepts(
@@ -79,6 +93,12 @@ IMAGES = count_setting(1, 50_000, none=True)  # a number of training images: the
 
 def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     """Check each setting in `namespace` against what it accepts; a ValueError names the first wrong one."""
+    if accepts and not any(name in namespace for name in accepts):
+        raise ValueError(
+            f"none of this notebook's settings ({', '.join(accepts)}) is defined: the settings cell, the first code "
+            "cell, did not run (or was deleted). Run the notebook from the top; a notebook of the series that you "
+            "saved elsewhere has it, as has the series' own copy"
+        )
     for name, (words, ok) in accepts.items():
         value = namespace.get(name)
         if not ok(value):
@@ -91,6 +111,26 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
             )
     if "device" in accepts and namespace.get("device") is not None:
         helpers.as_device(namespace["device"], " (the setting device)")
+
+
+def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
+    """Refuse a name the settings cell sets that is no setting of the notebook (`sede = 7` beside `seed`), read from
+    the cell as the kernel last ran it (IPython's input history)."""
+    ran = [source for source in namespace.get("In") or [] if source.lstrip().startswith("# @title Settings")]
+    if not ran:
+        return
+    try:
+        body = ast.parse(ran[-1]).body
+    except SyntaxError:
+        return  # Python itself has said what is wrong, when the cell ran
+    names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    for name in (n for n in names if n not in accepts):
+        close = difflib.get_close_matches(name, list(accepts), n=1, cutoff=0.6)
+        raise ValueError(
+            f"the settings cell sets {name}, which is not a setting of this notebook"
+            + (f": did you mean {close[0]}?" if close else "")
+            + f" Its settings are {', '.join(accepts)}; change the name in the settings cell, then run it again"
+        )
 
 
 def _shown(value: Any) -> str:
@@ -281,6 +321,7 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
         raise ValueError(f"{notebook!r} is not a notebook of the series; they are: {', '.join(NOTEBOOKS)}")
     spec = NOTEBOOKS[notebook]
     check_code(namespace, version)
+    check_names(namespace, spec.settings)
     check_settings(namespace, spec.settings)
     warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (02)
     folder = series_folder()

@@ -42,7 +42,8 @@ def _check_selection(args: argparse.Namespace) -> None:
     stems = [p.stem for p in notebook_paths()]
     unknown = [n for n in args.names if n not in stems and n.removesuffix(".ipynb") not in stems]
     if unknown:
-        raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}")
+        quoting = " (a value with spaces needs quotes: -p data_root 'my data')" if args.parameter else ""
+        raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}{quoting}")
     if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
         raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
     if args.out and args.command not in ("run", "prepare", "bench-report"):
@@ -174,7 +175,8 @@ def main(argv: list[str] | None = None) -> None:
     args = _parser().parse_intermixed_args(argv)  # names may come after the options too
     if args.command == "adopt":
         if not args.names or not Path(args.names[0]).is_dir():
-            raise SystemExit("adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest")
+            missing = f" ({args.names[0]} is not a folder)" if args.names else ""
+            raise SystemExit(f"adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest{missing}")
         args.folder, args.names = args.names[0], args.names[1:]
     if note := stray_note():  # a copy JupyterLab's Duplicate made, a scratch notebook: said, and left alone
         print(note, file=sys.stderr)

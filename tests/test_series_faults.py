@@ -412,3 +412,15 @@ def test_series_without_papermill_says_which_file_installs_it_before_making_anyt
     with pytest.raises(SystemExit, match=f"series.py {command} needs papermill, which requirements-dev.txt installs"):
         series.main([command, "01_gpu_runtime", "--out", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists(), "nothing made"
+
+
+def test_an_unquoted_value_with_a_space_is_pointed_at(monkeypatch):
+    """`make run ARGS="-p data_root my data 03_model"`: "no notebook named data" alone did not say why."""
+    monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
+    with pytest.raises(SystemExit, match=r"no notebook named data: .*a value with spaces needs quotes"):
+        series.main(["run", "-p", "data_root", "my", "data", "03_model"])
+
+
+def test_adopt_of_a_folder_that_is_not_there_names_it(tmp_path):
+    with pytest.raises(SystemExit, match=r"adopt takes the folder of an executed run first.*nowhere is not a folder"):
+        series.main(["adopt", str(tmp_path / "nowhere")])

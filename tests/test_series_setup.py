@@ -277,3 +277,44 @@ def test_helpers_no_longer_holds_the_settings_check():
     """helpers.py is the lesson's module: the notebooks' settings machinery lives here, in series_setup."""
     for name in ("check_settings", "Setting", "DEVICE", "SEED", "PATH", "SWITCH", "SIZES", "SEEDS", "whole"):
         assert not hasattr(helpers, name), name
+
+
+# ---------------------------------------------------------------------------- a fresh tester's cases
+
+
+SETTINGS_CELL = '# @title Settings { display-mode: "form" }\nsede = 7  # @param {type:"integer"}\nseed = 42\n'
+
+
+def test_a_misspelt_setting_in_the_settings_cell_is_named_not_ignored(no_work):
+    """`sede = 7` beside `seed`: the run used seed 42 without a word. The cell as the kernel ran it (IPython's `In`)
+    names what it sets."""
+    namespace = settings_of("03_model") | {"sede": 7, "In": ["", SETTINGS_CELL]}
+    with pytest.raises(
+        ValueError, match="the settings cell sets sede, which is not a setting of this notebook: did you"
+    ):
+        series_setup.start("03_model", namespace)
+    assert no_work == []
+
+
+def test_a_deleted_settings_cell_is_said_so(no_work):
+    with pytest.raises(ValueError, match=r"none of this notebook's settings \(device, seed, data_root\) is defined"):
+        series_setup.start("03_model", {"In": [""]})
+
+
+@pytest.mark.skipif(sys.platform.startswith("win"), reason="a Windows path is a path there")
+@pytest.mark.parametrize("typed", [r"C:\Users\me\data", "C:\new\\data", "data\tmine", "C:/data"])
+def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_made(typed, no_work, tmp_path):
+    """On Linux, r"C:\\Users\\me\\data" became a folder of that name in the repository, 72 MB downloaded into it, and
+    "C:\\new\\data" one whose name holds a line break."""
+    with pytest.raises(ValueError, match=r"the setting data_root must be None, or a path .* as Linux writes it"):
+        series_setup.start("03_model", settings_of("03_model") | {"data_root": typed})
+    assert no_work == []
+
+
+def test_a_set_up_cell_from_an_older_release_is_told_what_moved():
+    """A notebook saved before 2026.12.2 runs `helpers.check_settings(globals(), device=helpers.DEVICE, ...)`."""
+    for name, home in [("check_settings", "series_setup"), ("DEVICE", "series_setup"), ("train_lesson", "helpers_run")]:
+        with pytest.raises(AttributeError, match=f"helpers.{name} moved to {home} in version 2026.12.2: this notebook"):
+            getattr(helpers, name)
+    with pytest.raises(AttributeError, match="module 'helpers' has no attribute 'nothing_of_the_kind'"):
+        helpers.nothing_of_the_kind  # noqa: B018
