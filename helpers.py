@@ -69,10 +69,16 @@ LESSON = LessonSettings()
 # ==================================================================================================
 
 
+def check_seed(seed: Any, name: str = "seed") -> int:
+    """`seed` as an int; a ValueError naming `name` unless it is a whole number from 0 to 2**63 - 1 (notebook 02)."""
+    if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not 0 <= seed < 2**63:
+        raise ValueError(f"{name} must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
+    return int(seed)
+
+
 def seed_everything(seed: int = LESSON.seed) -> None:
     """Seed Python, NumPy and PyTorch (all devices) so a run repeats on the same machine (notebook 02)."""
-    if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
+    seed = check_seed(seed)
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)  # also seeds CUDA, MPS and the other accelerators
@@ -677,6 +683,7 @@ def fit(
     epochs, lr = check_hparams(epochs, lr, opt_func)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
+    run["model"] = type(model).__name__  # a checkpoint resumed by another class (a wrapper, say) says so
     checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
     history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
     kept = copy.deepcopy(model.state_dict())  # the weights of the last completed epoch, put back on an error
@@ -955,7 +962,13 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
     load_checkpoint(path, model, optimizer)
     if saved.get("rng") is not None:
         _set_rng_state(saved["rng"], loader)
-    print(f"Resuming from {helpers_data.display_path(Path(path))}: {done} of {hparams['epochs']} epochs already done")
+    shown = helpers_data.display_path(Path(path))  # short: relative where it can be
+    print(f"Resuming from {shown}: {done} of {hparams['epochs']} epochs already done")
+    if before.get("model") not in (None, hparams["model"]):
+        print(
+            f"Resuming a {before['model']} run as {hparams['model']}: the weights and the optimizer's state carry "
+            "over; what only one of the two keeps starts again"
+        )
     return list(saved["history"])[:done]
 
 
@@ -1188,7 +1201,10 @@ def _as_uint8_images(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor] | No
 
 
 class DeviceResidentLoader:
-    """A whole split held as tensors on the device, shuffled with `randperm`: no per-sample work (notebook 09).
+    """A whole split held as tensors on the device, shuffled with `randperm` (notebooks 04-08; 09 measures it).
+
+    No per-sample work: notebook 04's exercise builds the idea (move the data once, slice batches from it), 05-08
+    train with it to keep their demos quick, and 09 measures it against the other loaders.
 
     Yields `(images, labels)` batches like the lesson's loaders (float32 `[B, 1, 28, 28]` in [0, 1],
     int64 labels), so it is a drop-in for `DeviceDataLoader`. MNIST stays uint8 on the device (4x

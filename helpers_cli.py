@@ -18,7 +18,15 @@ from pathlib import Path
 
 import torch
 
-from helpers import LESSON, TrainingDiverged, available_devices, check_hparams, describe_device
+from helpers import (
+    LESSON,
+    TrainingDiverged,
+    available_devices,
+    check_hparams,
+    check_seed,
+    describe_device,
+    get_default_device,
+)
 from helpers_data import MnistUnavailable, check_writable
 from helpers_ddp import benchmark_ddp, train_distributed
 from helpers_run import PIPELINES, check_processes
@@ -29,6 +37,7 @@ from helpers_speed import (
     benchmark_fit,
     benchmark_pipelines,
     benchmark_speed,
+    check_speed_features,
     speedrun,
 )
 
@@ -174,13 +183,14 @@ def _at_least(option: str, value: float, low: float) -> None:
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse a bad option or an output path that cannot be written, naming it, before any work."""
-    if not 0 <= args.seed < 2**63:
-        raise ValueError(f"--seed must be a whole number from 0 to 2**63 - 1, got {args.seed}; the default is 42")
+    check_seed(args.seed, "--seed")
     if args.command == "train":
         for n, lr in zip(args.epochs, args.lr):
             check_hparams(n, lr)
         if args.save:
             check_writable(args.save)
+        if args.amp or args.compile:  # float16 and CUDA graphs need a GPU: said now, not once the data is loaded
+            check_speed_features(args.amp, args.compile, get_default_device(args.device))
     elif args.command == "bench":
         _at_least("--epochs", args.epochs, 1)
         _at_least("--limit", args.limit, 1)

@@ -1,18 +1,19 @@
 """What the later modules share (notebooks 09-11): the model wrapper, one epoch of the lesson's four lines, epoch
-timing and tables.
+timing (configurations taking turns) and tables.
 
 Nothing here is about speed or about many processes: `helpers_speed` and `helpers_ddp` both build on it, and it
 builds on the lesson's module alone. A wrapper changes how one of the model's steps runs, as
 `DistributedDataParallel` and `torch.compile` do, and `fit` trains it as it trains the model:
 
-    model = helpers_speed.compile_model(model)  # a Compiled; helpers_ddp.data_parallel(model, device): a DDPModel
+    model = helpers_speed.compile_model(model)  # a Compiled; helpers_ddp.to_ddp(model, device): a DDPModel
     fit(5, 0.5, model, train_loader, val_loader)
 """
 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+import time
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from typing import Any
 
 import torch
@@ -68,6 +69,26 @@ def train_epoch(model: nn.Module, loader: Iterable, optimizer: Any) -> float:
         loss_sum += loss.detach() * len(batch[1])
         images += len(batch[1])
     return float(loss_sum / images)
+
+
+def take_turns(
+    turns: Mapping[Hashable, Callable[[], Any]], rounds: int, alternate: bool = False, before: Callable | None = None
+) -> dict[Hashable, list[float]]:
+    """Call each of `turns` once a round, for `rounds` rounds, so that a busy machine slows them all alike; return the
+    seconds of each call, by turn.
+
+    A B C, A B C, ...; with `alternate`, C B A, A B C, ... (no turn always first). `before` runs ahead of each call,
+    untimed (a barrier between processes). A call that ends by reading from its device is timed with its work.
+    """
+    seconds: dict[Hashable, list[float]] = {name: [] for name in turns}
+    for i in range(rounds):
+        for name in list(turns)[::-1] if alternate and i % 2 == 0 else turns:
+            if before:
+                before()
+            t0 = time.perf_counter()
+            turns[name]()
+            seconds[name].append(time.perf_counter() - t0)
+    return seconds
 
 
 def epoch_times(seconds: Sequence[float]) -> dict[str, float]:

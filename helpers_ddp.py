@@ -1,7 +1,7 @@
 """Many GPUs, for notebook 10: data-parallel training with DistributedDataParallel, under torchrun or spawn.
 
 It composes around the lesson's functions and wraps the model, as nanoGPT does (`model = DDP(model)`):
-`data_parallel(model, device)` returns a `DDPModel`, whose training step runs through DDP and whose validation
+`to_ddp(model, device)` returns a `DDPModel`, whose training step runs through DDP and whose validation
 averages sum over the processes, the model itself unchanged; the input pipelines of `helpers_run` give each
 process its share of the batches one process would form. `train_distributed` is `helpers_run.train_lesson` in
 each process. With one process every function here is the plain run, so the single-process run is the
@@ -21,7 +21,6 @@ import logging
 import os
 import socket
 import tempfile
-import time
 from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -43,9 +42,9 @@ from helpers import (
     split_dataset,
     to_device,
 )
-from helpers_common import Wrapped, epoch_times, markdown_table, train_epoch
+from helpers_common import Wrapped, epoch_times, markdown_table, take_turns, train_epoch
 from helpers_run import ShardedResidentLoader, check_processes, check_schedule, train_lesson
-from helpers_speed import compile_model, mixed_precision
+from helpers_speed import check_speed_features, compile_model, mixed_precision
 
 # ==================================================================================================
 # The process group: who am I, how many are we
@@ -101,12 +100,12 @@ class _TrainingStep(nn.Module):
         return self.model.training_step(batch)
 
 
-def mean_over_the_batch(share, bucket):  # no annotations: DDP compares them with its own types
-    """DDP's gradient all-reduce, each process's gradients weighed by its share of the batch.
+def weighted_allreduce_hook(share, bucket):  # no annotations: DDP compares them with its own types
+    """A DDP communication hook: the gradient all-reduce, each process's gradients weighed by its share of the batch.
 
     Each process's gradient is the mean over its share; weighing it by (its images / the batch's)
     before summing gives the mean over the whole batch, as in one process, also when the last batch
-    does not split evenly (53 + 52). DDP's own hook weighs every process 1 / world_size.
+    does not split evenly (53 + 52). DDP's own hook (`allreduce_hook`) weighs every process 1 / world_size.
     """
     gradients = bucket.buffer().mul_(share["weight"])
     return dist.all_reduce(gradients, async_op=True).get_future().then(lambda done: done.value()[0])
@@ -128,7 +127,7 @@ class DDPModel(Wrapped):
         device_ids = [self.device] if self.device.type == "cuda" else None
         self.ddp = DistributedDataParallel(_TrainingStep(model), device_ids=device_ids)
         self.share = {"weight": torch.ones((), device=self.device)}
-        self.ddp.register_comm_hook(self.share, mean_over_the_batch)
+        self.ddp.register_comm_hook(self.share, weighted_allreduce_hook)
 
     def training_step(self, batch: Any) -> torch.Tensor:
         images = torch.full((), float(len(batch[1])), device=self.device)
@@ -143,8 +142,12 @@ class DDPModel(Wrapped):
         return {"val_loss": loss / count, "val_acc": acc / count}
 
 
-def data_parallel(model: nn.Module, device: str | torch.device) -> nn.Module:
-    """`model` wrapped in `DDPModel` for the processes of the group; in one process, `model` itself."""
+def to_ddp(model: nn.Module, device: str | torch.device) -> nn.Module:
+    """`model` wrapped in `DDPModel` for the processes of the group; in one process, `model` itself.
+
+    Named as `to_device` is, for what it gives: not `torch.nn.parallel.data_parallel`, which is one process
+    driving many GPUs.
+    """
     return DDPModel(model, device) if rank_and_world()[1] > 1 else model
 
 
@@ -177,10 +180,7 @@ def init_distributed(
         return device
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
     local_world = int(os.environ.get("LOCAL_WORLD_SIZE", str(world)))
-    if device.type == "cpu":
-        if "OMP_NUM_THREADS" not in os.environ:  # share the cores instead of each process taking them all
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
-    else:
+    if device.type != "cpu":
         count = accelerator_count()
         if local_world > count:
             raise ValueError(
@@ -202,14 +202,22 @@ def init_distributed(
             "or leave the backend out to get it"
         )
     if not dist.is_initialized():
+        if device.type == "cpu" and "OMP_NUM_THREADS" not in os.environ:  # share the cores, not each take them all
+            _BEFORE_THE_GROUP["threads"] = torch.get_num_threads()
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // local_world))
         dist.init_process_group(backend, timeout=datetime.timedelta(seconds=timeout_s))
     return device
 
 
+_BEFORE_THE_GROUP: dict[str, int] = {}  # what init_distributed changed in this process, put back on leaving the group
+
+
 def close_distributed() -> None:
-    """Leave the process group, if there is one (every process, at the end)."""
+    """Leave the process group, if there is one (every process, at the end); the CPU threads as they were before it."""
     if dist.is_available() and dist.is_initialized():
         dist.destroy_process_group()
+    if "threads" in _BEFORE_THE_GROUP:
+        torch.set_num_threads(_BEFORE_THE_GROUP.pop("threads"))
 
 
 def train_distributed(
@@ -228,14 +236,17 @@ def train_distributed(
 ) -> dict:
     """`helpers_run.train_lesson` in each process of the group torchrun (or `ddp_worker`) set up; alone, the plain run.
 
-    Each process joins the group, takes its share of every batch and trains the model in `data_parallel`; rank 0
+    Each process joins the group, takes its share of every batch and trains the model in `to_ddp`; rank 0
     fetches the data first, prints and saves. `amp` and `compile` wrap the model for notebook 11's speed features.
+    A process group that was there before the call is left as it was; one the call joined, it leaves.
     """
+    joined = not (dist.is_available() and dist.is_initialized())  # a caller's own group outlives the call
     device = init_distributed(device, backend)
     rank, world = rank_and_world()
     try:
         check_processes(world)  # before any work, in every process alike
         check_schedule(epochs, lrs)
+        check_speed_features(amp, compile, device)  # float16 and CUDA graphs on this process's device
         if rank == 0:
             helpers_data.ensure_mnist(root)
         barrier()  # the others read the data once rank 0 has verified it
@@ -250,7 +261,8 @@ def train_distributed(
         barrier()  # the saved file is complete before any process returns
         return result
     finally:
-        close_distributed()
+        if joined:
+            close_distributed()
 
 
 def _for_training(
@@ -258,7 +270,7 @@ def _for_training(
 ) -> tuple[nn.Module, Callable]:
     """`model` wrapped to train in this process: compiled, under autocast, through DDP, as asked; and its opt_func."""
     trained, opt_func = mixed_precision(compile_model(model, compile), amp)
-    return data_parallel(trained, device), opt_func
+    return to_ddp(trained, device), opt_func
 
 
 def free_port() -> int:
@@ -379,27 +391,27 @@ def _ddp_bench_worker(rank: int, world_size: int, port: int, settings: dict, out
             net = to_device(MnistModel(784, hidden, 10), device)
             for config, model, data in (
                 ("1 process", copy.deepcopy(net), whole),
-                ("DDP", data_parallel(copy.deepcopy(net), device), share),
+                ("DDP", to_ddp(copy.deepcopy(net), device), share),
                 ("no communication", copy.deepcopy(net), share),
             ):
                 optimizer = torch.optim.SGD(model.parameters(), LESSON.lrs[0])
-                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer), "epoch_s": []})
-        for _ in range(settings["epochs"]):
-            for run in runs:
-                alone = run["config"] == "1 process"
-                barrier()
-                if alone and rank > 0:
-                    continue  # wait at the next barrier while rank 0 trains alone
-                torch.set_num_threads(all_threads if alone and device.type == "cpu" else shared_threads)
-                t0 = time.perf_counter()
-                train_epoch(*run["run"])  # ends by reading its mean loss, so the device has finished
-                run["epoch_s"].append(time.perf_counter() - t0)
+                runs.append({"hidden": hidden, "config": config, "run": (model, data, optimizer)})
+
+        def one_epoch(run: dict) -> None:
+            alone = run["config"] == "1 process"
+            if alone and rank > 0:
+                return  # wait at the next barrier while rank 0 trains alone
+            torch.set_num_threads(all_threads if alone and device.type == "cpu" else shared_threads)
+            train_epoch(*run["run"])  # ends by reading its mean loss, so the device has finished
+
+        turns = {i: partial(one_epoch, run) for i, run in enumerate(runs)}
+        seconds = take_turns(turns, settings["epochs"], before=barrier)  # the barrier untimed, before each
         torch.set_num_threads(shared_threads)
         barrier()
         if rank == 0:
             rows = []
             for hidden in settings["hidden_sizes"]:
-                s = {r["config"]: epoch_times(r["epoch_s"]) for r in runs if r["hidden"] == hidden}
+                s = {r["config"]: epoch_times(seconds[i]) for i, r in enumerate(runs) if r["hidden"] == hidden}
                 one, ddp, alone = (s[c]["epoch_s"] for c in ("1 process", "DDP", "no communication"))
                 rows.append(
                     {"hidden_size": hidden, "parameters": 784 * hidden + hidden + hidden * 10 + 10}

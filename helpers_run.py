@@ -19,6 +19,7 @@ themselves.
 
 from __future__ import annotations
 
+import io
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from functools import partial
@@ -292,7 +293,9 @@ def train_lesson(
         history += fit(n, lr, trained, train_loader, val_loader, opt_func, progress=progress)
     test = evaluate(trained, test_loader)
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
-    if save:
-        torch.save(model.state_dict(), save)
+    if save:  # atomically, as save_checkpoint writes: an interrupted save leaves the file as it was, never half
+        weights = io.BytesIO()
+        torch.save(model.state_dict(), weights)
+        helpers_data.atomic_write(save, weights.getvalue())
         print(f"saved the weights to {helpers_data.display_path(save)}")
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}

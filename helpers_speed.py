@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import copy
 import gc
+import importlib
 import json
 import logging
 import os
@@ -45,7 +46,7 @@ from helpers import (
     synchronize,
     to_device,
 )
-from helpers_common import Wrapped, epoch_times, markdown_table, train_epoch
+from helpers_common import Wrapped, epoch_times, markdown_table, take_turns, train_epoch
 from helpers_run import input_pipeline, resident_loaders
 
 # ==================================================================================================
@@ -120,15 +121,8 @@ def benchmark_pipelines(
         input_pipeline(name)  # an unknown name fails here, before any data is loaded
     devices = [as_device(d) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    default_threads = torch.get_num_threads()
     runs = [_pipeline_run(p, d, t, train_set, val_set, seed) for d in devices for p, t in _configs(d, pipelines)]
-    for _ in range(epochs):
-        for run in runs:
-            torch.set_num_threads(run["threads"] or default_threads)
-            try:
-                run["history"] += fit(1, LESSON.lrs[0], run["model"], *run["loaders"], progress=False, verbose=False)
-            finally:
-                torch.set_num_threads(default_threads)
+    take_turns({i: partial(_pipeline_epoch, run) for i, run in enumerate(runs)}, epochs)  # fit times its epochs
     rows = [
         {"pipeline": run["pipeline"], "device": run["device"], "threads": run["threads"]}
         | epoch_times([h["epoch_s"] for h in run["history"]])
@@ -162,6 +156,16 @@ def _pipeline_run(pipeline: str, device: torch.device, threads: int | None, trai
     model = to_device(MnistModel(), device)
     run = {"pipeline": pipeline, "device": str(device), "threads": threads}
     return run | {"loaders": loaders, "model": model, "history": []}
+
+
+def _pipeline_epoch(run: dict) -> None:
+    """One epoch of fit for one configuration of `benchmark_pipelines`, with its CPU threads, then as before."""
+    default_threads = torch.get_num_threads()
+    torch.set_num_threads(run["threads"] or default_threads)
+    try:
+        run["history"] += fit(1, LESSON.lrs[0], run["model"], *run["loaders"], progress=False, verbose=False)
+    finally:
+        torch.set_num_threads(default_threads)
 
 
 def plot_pipelines(rows: Sequence[dict]):
@@ -260,12 +264,7 @@ def benchmark_fit(
         "fit": lambda: fit(1, LESSON.lrs[0], fitted, train, val, progress=False, verbose=False),
         "four lines": lambda: (train_epoch(bare, train, optimizer), evaluate(bare, val)),
     }
-    seconds: dict[str, list[float]] = {name: [] for name in runs}
-    for i in range(rounds):
-        for name, run in list(runs.items())[:: 1 if i % 2 else -1]:  # A B, then B A: no fixed order
-            t0 = time.perf_counter()
-            run()  # each ends with evaluate's read of the device: the work has finished
-            seconds[name].append(time.perf_counter() - t0)
+    seconds = take_turns(runs, rounds, alternate=True)  # each ends with evaluate's read of the device: finished
     result = {"device": str(device), "images": len(train_set), "rounds": rounds}
     result["loops"] = {name: epoch_times(times[1:]) for name, times in seconds.items()}
     if verbose:
@@ -325,14 +324,22 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
     return dtype
 
 
+def scaled_gradients(loss: torch.Tensor, scaler: torch.amp.GradScaler) -> torch.Tensor:
+    """the loss's value, the gradients of scaler.scale(loss)"""
+    scaled = scaler.scale(loss)  # nanoGPT's `scaler.scale(loss)`: the loss times the scale (a disabled scaler: 1)
+    return loss.detach() + (scaled - scaled.detach())  # the value of the first term, the gradients of the second
+
+
 class MixedPrecision(Wrapped):
     """`model`, its training step under autocast to `amp`, float16's loss scaled for backward (notebook 11).
 
-    Decided once, as nanoGPT decides its `ctx` and `scaler`, so that the step has no branch: the autocast, and a
-    GradScaler enabled for float16 alone (bfloat16 keeps float32's range; a disabled scaler gives the loss as it
-    is). The step returns the loss itself, which `fit` adds up, carrying the scaled loss's gradients:
-    `loss.backward()` computes the gradients of loss x scale, so that float16's small ones do not round to zero,
-    and the optimizer that `mixed_precision` gives `fit` unscales them before its step (`ScaledOptimizer`).
+    Decided once, as nanoGPT decides its `ctx` and `scaler`, so that the step has no branch: the autocast's dtype,
+    and a GradScaler enabled for float16 alone (bfloat16 keeps float32's range; a disabled scaler gives the loss as it
+    is). The autocast is made at each step, as in PyTorch's AMP recipe, for the device the model is on then: a
+    wrapped model moved afterwards (`to_device(wrapped, "cuda")`) autocasts there. The step returns the loss itself,
+    which `fit` adds up, carrying the scaled loss's gradients (`scaled_gradients`): `loss.backward()` computes the
+    gradients of loss x scale, so that float16's small ones do not round to zero, and the optimizer that
+    `mixed_precision` gives `fit` unscales them before its step (`ScaledOptimizer`).
 
     Every term of the loss belongs in `training_step` (a subclass's: `super().training_step(batch) + penalty`). A
     term added to the returned loss outside it runs without autocast and is not scaled, so with float16 the
@@ -344,26 +351,46 @@ class MixedPrecision(Wrapped):
         super().__init__(model)
         device = model_device(model)
         self.dtype = autocast_dtype(amp, device)
-        self.autocast = torch.autocast(device.type, dtype=self.dtype, enabled=self.dtype is not None)
         self.scaler = torch.amp.GradScaler(device.type, enabled=self.dtype == torch.float16)
 
     def training_step(self, batch: Any) -> torch.Tensor:
-        with self.autocast:  # nanoGPT's `with ctx:`: the forward pass and the loss, in 16 bits where that is safe
-            loss = self.module.training_step(batch)
-        scaled = self.scaler.scale(loss)  # nanoGPT's `scaler.scale(loss)`: the loss times the scale (float16)
-        return loss.detach() + (scaled - scaled.detach())  # the loss's value, the scaled loss's gradients
+        device_type = model_device(self.module).type  # where the model is now (fit has checked the batch is there)
+        with torch.autocast(device_type, dtype=self.dtype, enabled=self.dtype is not None):  # nanoGPT's `with ctx:`
+            loss = self.module.training_step(batch)  # the forward pass and the loss, in 16 bits where that is safe
+        return scaled_gradients(loss, self.scaler)
 
 
-class ScaledOptimizer:
+class ScaledOptimizer(torch.optim.Optimizer):
     """`optimizer`, its step through a GradScaler, as nanoGPT's `scaler.step(optimizer); scaler.update()` (notebook 11).
 
-    The step unscales the gradients, is skipped if they hold inf or NaN, and adjusts the scale. Its state is the
-    optimizer's, the scaler's beside it: a checkpoint records the optimizer inside (`.optimizer`), so that a plain
-    `fit` resumes a float16 run (ignoring the scaler's state), and a float16 run resumes a plain one.
+    The step unscales the gradients, is skipped if they hold inf or NaN, and adjusts the scale. To the code around
+    it, it is the optimizer inside, as Accelerate's `AcceleratedOptimizer` is: its `param_groups` (so that an
+    `lr_scheduler` built on it sets the inner learning rate), and every attribute it does not have itself (`state`,
+    `defaults`, ...). `unscale_()` unscales the gradients before the step, for clipping them between backward and
+    step as PyTorch's AMP recipe does; the step then does not unscale them again. Its state is the optimizer's, the
+    scaler's beside it: a checkpoint records the optimizer inside (`.optimizer`), so that a plain `fit` resumes a
+    float16 run (ignoring the scaler's state), and a float16 run resumes a plain one.
     """
 
     def __init__(self, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler):
+        # No super().__init__(): the inner optimizer holds the parameters, their groups and the state.
         self.optimizer, self.scaler = optimizer, scaler
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "optimizer":  # not set yet (a copy being made): no optimizer to ask
+            raise AttributeError(name)
+        return getattr(self.optimizer, name)
+
+    @property
+    def param_groups(self) -> list[dict]:
+        return self.optimizer.param_groups
+
+    def add_param_group(self, param_group: dict) -> None:
+        self.optimizer.add_param_group(param_group)
+
+    def unscale_(self) -> None:
+        """Divide the gradients by the scale now (before clipping them); the step that follows leaves them so."""
+        self.scaler.unscale_(self.optimizer)
 
     def step(self) -> None:
         self.scaler.step(self.optimizer)
@@ -421,26 +448,54 @@ class Compiled(Wrapped):
         return self.compiled_step(batch)
 
 
+def compile_mode(mode: bool | str, device: str | torch.device) -> str | None:
+    """The torch.compile mode for `mode` (True: "default"; False: None, nothing compiled) on `device` (notebook 11)."""
+    if not mode:
+        return None
+    mode = "default" if mode is True else mode
+    if mode not in COMPILE_MODES:
+        raise ValueError(f"mode must be True, False or one of {', '.join(COMPILE_MODES)}; got {mode!r}")
+    device = torch.device(device)
+    if mode == "reduce-overhead" and device.type != "cuda":
+        raise ValueError(
+            f"mode='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the device is {device}. "
+            "Use the default mode there: compile_model(model), or --compile"
+        )
+    return mode
+
+
+def check_speed_features(amp: torch.dtype | str | None, compile: bool | str, device: str | torch.device) -> None:
+    """Refuse, before any work, what `device` cannot run: float16 autocast or CUDA graphs without a GPU, ..."""
+    autocast_dtype(amp, device)
+    compile_mode(compile, device)
+
+
 def compile_model(model: nn.Module, mode: bool | str = True) -> nn.Module:
     """`model` with its training step compiled (`Compiled`), or, with `mode=False`, `model` itself.
 
     The training step is the forward pass and the loss: what `torch.compile` can fuse. The model keeps its
     own methods and weights; train the returned wrapper, save either.
     """
-    if not mode:
+    mode = compile_mode(mode, model_device(model))
+    if mode is None:
         return model
-    mode = "default" if mode is True else mode
-    if mode not in COMPILE_MODES:
-        raise ValueError(f"mode must be True, False or one of {', '.join(COMPILE_MODES)}; got {mode!r}")
-    device = model_device(model)
-    if mode == "reduce-overhead" and device.type != "cuda":
-        raise ValueError(
-            f"mode='reduce-overhead' records CUDA graphs, so it needs a CUDA GPU; the model is on {device}. "
-            "Use compile_model(model) there"
-        )
-    # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime: not news here.
-    logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+    # On a machine without CUDA, a CUDA build of PyTorch logs that it found no CUDA runtime when torch.compile first
+    # imports this module: not news here. Imported now, with that logger quiet for the import alone.
+    with _logger_level("torch.utils.cpp_extension", logging.ERROR):
+        importlib.import_module("torch.utils.cpp_extension")
     return Compiled(model, mode)
+
+
+@contextlib.contextmanager
+def _logger_level(name: str, level: int) -> Iterator[None]:
+    """Within the block, logger `name` at `level`; then at the level it had."""
+    logger = logging.getLogger(name)
+    before = logger.level
+    logger.setLevel(level)
+    try:
+        yield
+    finally:
+        logger.setLevel(before)
 
 
 @contextlib.contextmanager
@@ -501,6 +556,12 @@ def _speed_config(config: str, sizes: Sequence[int], lr: float, train: DeviceRes
     return {"model": wrapped, "optimizer": optimizer, "tf32": config == "tf32", "train": train}
 
 
+def _speed_epoch(run: dict) -> None:
+    """One epoch of `train_epoch` for one configuration of `benchmark_speed`, ending with a read: the device is done."""
+    with tf32(run["tf32"]):
+        train_epoch(run["model"], run["train"], run["optimizer"])
+
+
 def benchmark_speed(
     root: str | Path = "data",
     devices: Sequence[str] | None = None,
@@ -530,19 +591,14 @@ def benchmark_speed(
             sizes, batch_size, lr = SPEED_MODELS[model_name]
             train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
             val = DeviceResidentLoader.from_dataset(val_set, 1000, device=device)
-            runs = {name: _speed_config(name, sizes, lr, _same_order(train), seed) | {"epoch_s": []} for name in names}
-            for _ in range(epochs):
-                for run in runs.values():
-                    with tf32(run["tf32"]):
-                        t0 = time.perf_counter()
-                        train_epoch(run["model"], run["train"], run["optimizer"])
-                        run["epoch_s"].append(time.perf_counter() - t0)  # train_epoch ends with a read: synced
+            runs = {name: _speed_config(name, sizes, lr, _same_order(train), seed) for name in names}
+            seconds = take_turns({name: partial(_speed_epoch, run) for name, run in runs.items()}, epochs)
             for name, run in runs.items():
                 rows.append(
                     {"model": "-".join(map(str, sizes)), "batch_size": batch_size, "device": str(device)}
                     | {"config": name}
-                    | epoch_times(run["epoch_s"][1:])
-                    | {"first_s": run["epoch_s"][0], "val_acc": evaluate(run["model"], val)["val_acc"]}
+                    | epoch_times(seconds[name][1:])
+                    | {"first_s": seconds[name][0], "val_acc": evaluate(run["model"], val)["val_acc"]}
                 )
             base = rows[-len(runs)]["epoch_s"]
             for row in rows[-len(runs) :]:
@@ -589,21 +645,34 @@ def profile_training(
     device is synchronized at the end of every phase, so that each phase's time includes its GPU work. With
     `trace`, the timeline is written there for Perfetto (ui.perfetto.dev) or chrome://tracing.
     """
-    os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # silence the profiler's own start/stop lines on stderr
     device = model_device(model)
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
     phases = _Phases(device)
     batches = iter(loader)
     next(batches)
     optimizer = _LabelledOptimizer(torch.optim.SGD(model.parameters(), lr), phases)
-    with profile(activities=activities) as prof:
-        train_epoch(_Labelled(model, phases), _labelled(batches, steps, phases), optimizer)
-    if trace is not None:
-        Path(trace).parent.mkdir(parents=True, exist_ok=True)
-        prof.export_chrome_trace(str(trace))
+    with _environ_default("KINETO_LOG_LEVEL", "6"):  # the profiler's own start/stop lines on stderr, silenced
+        with profile(activities=activities) as prof:
+            train_epoch(_Labelled(model, phases), _labelled(batches, steps, phases), optimizer)
+        if trace is not None:
+            Path(trace).parent.mkdir(parents=True, exist_ok=True)
+            prof.export_chrome_trace(str(trace))
     events = prof.key_averages()
     seconds = {e.key: e.cpu_time_total / 1e6 for e in events if e.key in PHASES}
     return {"seconds": {phase: seconds.get(phase, 0.0) for phase in PHASES}, "steps": steps, "profile": prof}
+
+
+@contextlib.contextmanager
+def _environ_default(name: str, value: str) -> Iterator[None]:
+    """Within the block, environment variable `name` is `value` unless it was set; then as it was."""
+    if name in os.environ:
+        yield
+        return
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        os.environ.pop(name, None)
 
 
 class _Phases:

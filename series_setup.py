@@ -64,7 +64,18 @@ DEVICE_SETTING = Accepts(
     "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
     lambda v: v is None or (isinstance(v, str) and bool(v.strip())) or isinstance(v, helpers.torch.device),
 )
-SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", lambda v: _is_whole(v) and 0 <= v < 2**63)
+
+
+def _seed_ok(value: Any) -> bool:
+    """Whether `value` is a seed, as helpers.check_seed, the one check of a seed, says."""
+    try:
+        helpers.check_seed(value)
+    except ValueError:
+        return False
+    return True
+
+
+SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", _seed_ok)  # helpers.check_seed's words
 
 
 def _plain_path(value: Any) -> bool:

@@ -5,7 +5,9 @@ might look for elsewhere. The rules: imports run down `MODULES` with no private 
 replaced (later modules wrap the model); helpers.py holds what notebooks 01-08 use or define, and nothing of what
 09-11 teach; helpers_common holds only what two later modules share, and helpers_ddp takes nothing generic from
 helpers_speed; the input pipelines are one registry; the lesson's four lines are written twice only, in `fit` and in
-the benchmarks' `train_epoch`; and no listing in 01-08 shows 09-11. Each rule is seen failing on a planted break."""
+the benchmarks' `train_epoch`, each loop starting with them in order and holding no branch; series_setup.py builds on
+helpers, helpers_data and helpers_exercises, and no module imports it; and no listing in 01-08 shows 09-11. Each rule
+is seen failing on a planted break."""
 
 import ast
 import importlib
@@ -34,8 +36,8 @@ from serieslib import pages  # noqa: E402
 MODULES = {
     "helpers_data": "the data files, fetched online or offline and verified (02, through helpers.load_mnist)",
     "helpers": "what notebooks 01-08 teach, in their order, under the lesson's names: devices, data and loaders, the "
-    "model, evaluate and fit, checkpoints, plots, error analysis, DeviceResidentLoader (05-08; 09 measures it)",
-    "helpers_common": "what helpers_speed and helpers_ddp both build on: Wrapped, train_epoch, epoch timing, tables",
+    "model, evaluate and fit, checkpoints, plots, error analysis, DeviceResidentLoader (04-08; 09 measures it)",
+    "helpers_common": "what helpers_speed and helpers_ddp both build on: Wrapped, train_epoch, take_turns, tables",
     "helpers_run": "the input pipelines, one registry (each process's share a second dimension), and train_lesson, "
     "the lesson's run in one call (06 and 07 fall back on it, 10 compares with it, the command line trains with it)",
     "helpers_speed": "speed: the benchmarks, mixed precision, TF32, torch.compile, the speedrun, the profiler (09, 11)",
@@ -62,13 +64,23 @@ HOMES = {
     "ScaledOptimizer": "helpers_speed",
     "DDPModel": "helpers_ddp",
     "train_distributed": "helpers_ddp",
+    "take_turns": "helpers_common",  # the benchmarks' configurations, one epoch each in turn
+    "check_seed": "helpers",  # the seed's range, checked once for the lesson, the command line and the notebooks
 }
-# What helpers_ddp may take from helpers_speed: its speed features. What both need besides is helpers_common's.
-SPEED_FEATURES = {"mixed_precision", "compile_model"}
+# What helpers_ddp may take from helpers_speed: its speed features, and their check. What both need besides is
+# helpers_common's.
+SPEED_FEATURES = {"mixed_precision", "compile_model", "check_speed_features"}
 # Where the lesson's four lines are written: the lesson's fit, and the bare loop that the benchmarks time.
 FOUR_LINES = {"helpers.fit", "helpers_common.train_epoch"}
+# The lesson's loop: `for batch in ...:`, these four statements first and in this order, and no branch in it.
+THE_FOUR_LINES = ["loss = model.training_step(batch)", "loss.backward()", "optimizer.step()", "optimizer.zero_grad()"]
+BRANCHES = (ast.If, ast.IfExp, ast.Match)
 # The lesson's methods: a later module wraps the model (DDP, torch.compile) and never assigns to these on it.
 LESSON_METHODS = {"forward", "training_step", "validation_step", "validation_epoch_end", "epoch_end"}
+# The notebooks' set-up: what it builds on, of the series' modules; and no module imports it (the notebooks do).
+SETUP = "series_setup"
+SETUP_IMPORTS = {"helpers", "helpers_data", "helpers_exercises"}
+SERIES_MODULES = {*MODULES, "helpers_exercises", SETUP}
 # What notebooks 09-11 teach, and what fetches packages: none of it belongs in the lesson's module.
 LATER = {"torch.distributed", "torch.amp", "torch.autocast", "GradScaler", "torch.compile", "compile", "autocast"}
 PACKAGE_MANAGERS = {"pip", "subprocess", "ensurepip", "conda"}
@@ -142,6 +154,61 @@ def four_line_loops(source: str) -> frozenset[str]:
     return frozenset(found)
 
 
+def _calls(node: ast.AST, method: str) -> bool:
+    return any(isinstance(c, ast.Call) and getattr(c.func, "attr", None) == method for c in ast.walk(node))
+
+
+def lesson_loops(function: ast.FunctionDef) -> list[ast.For]:
+    """The innermost `for` loops of `function` that call `training_step`: fit's `for batch in ...:`, not its epochs'."""
+    loops = [n for n in ast.walk(function) if isinstance(n, ast.For) and _calls(n, "training_step")]
+    return [loop for loop in loops if not any(other is not loop and other in ast.walk(loop) for other in loops)]
+
+
+def loop_breaks(sources: dict[str, str]) -> list[str]:
+    """Where the four lines are written, the loop is `for batch in ...:`, starts with them in order, never branches."""
+    problems = []
+    for qualified in sorted(FOUR_LINES):
+        module, name = qualified.split(".")
+        tree = parsed(sources.get(module, ""))
+        loops = [loop for f in tree.body if getattr(f, "name", None) == name for loop in lesson_loops(f)]
+        if not loops:
+            problems.append(f"{qualified} has no `for batch in ...:` loop of the lesson's four lines")
+        for loop in loops:
+            written = [ast.unparse(statement) for statement in loop.body[:4]]
+            if ast.unparse(loop.target) != "batch" or written != THE_FOUR_LINES:
+                problems.append(
+                    f"{qualified}'s loop does not start with the lesson's four lines, in order, under "
+                    f"`for batch in ...:`: it has `for {ast.unparse(loop.target)} in ...:` and {written}"
+                )
+            branches = [n for statement in loop.body for n in ast.walk(statement) if isinstance(n, BRANCHES)]
+            problems += [
+                f"{qualified}'s loop branches ({ast.unparse(branch).splitlines()[0]}): what fit adds goes around the "
+                "loop, and a wrapper of the model changes how a step runs"
+                for branch in branches[:1]
+            ]
+    return problems
+
+
+def patches(source: str) -> list[str]:
+    """How a source replaces a model's lesson method other than by assigning it: setattr, __setattr__, MethodType."""
+    tree, found = parsed(source), []
+    for call in (n for n in ast.walk(tree) if isinstance(n, ast.Call)):
+        setter = getattr(call.func, "id", None) == "setattr" or getattr(call.func, "attr", None) == "__setattr__"
+        named = [a.value for a in call.args if isinstance(a, ast.Constant) and a.value in LESSON_METHODS]
+        on_self = bool(call.args) and ast.unparse(call.args[0]) == "self"  # a wrapper's own method
+        if setter and named and not on_self:
+            found.append(f"calls {ast.unparse(call.func)}(..., {named[0]!r}, ...)")
+    bound = {name for name in attributes(source) if name.endswith("types.MethodType")}
+    bound |= {
+        a.name
+        for n in ast.walk(tree)
+        if isinstance(n, ast.ImportFrom) and n.module == "types"
+        for a in n.names
+        if a.name == "MethodType"
+    }
+    return found + [f"uses {name}" for name in sorted(bound)]
+
+
 @cache
 def lesson_notebooks_use() -> frozenset[str]:
     """What notebooks 01-08 (and their set-up, series_setup.py) use of helpers, and the lesson's names they define."""
@@ -191,6 +258,9 @@ def rule_breaks(sources: dict[str, str]) -> list[str]:
             if not (isinstance(attribute.value, ast.Name) and attribute.value.id == "self")
         ]
         problems += [
+            f"{module} {patch}: it replaces a model's method; wrap the model instead" for patch in patches(source)
+        ]
+        problems += [
             f"{module} defines {name}, which belongs in {HOMES[name]}"
             for name in sorted(defined(source) & set(HOMES))
             if HOMES[name] != module
@@ -205,7 +275,25 @@ def rule_breaks(sources: dict[str, str]) -> list[str]:
             for name in sorted(four_line_loops(source))
             if f"{module}.{name}" not in FOUR_LINES
         ]
+    problems += loop_breaks(sources) + setup_breaks(sources)
     return problems + lesson_module_breaks(sources) + later_module_breaks(sources)
+
+
+def setup_breaks(sources: dict[str, str]) -> list[str]:
+    """series_setup.py builds on helpers, helpers_data and helpers_exercises only; no module of the series imports it.
+
+    The notebooks import it, and so do the series' tools (notebooks/serieslib), which write and check their cells.
+    """
+    taken = imports(sources.get(SETUP, "")) & (SERIES_MODULES - SETUP_IMPORTS - {SETUP})
+    problems = [
+        f"{SETUP} imports {name}: the notebooks' set-up builds on {', '.join(sorted(SETUP_IMPORTS))} only"
+        for name in sorted(taken)
+    ]
+    return problems + [
+        f"{module} imports {SETUP}, which only the notebooks import (it runs their set-up)"
+        for module, source in sources.items()
+        if module != SETUP and SETUP in imports(source)
+    ]
 
 
 def lesson_module_breaks(sources: dict[str, str]) -> list[str]:
@@ -275,7 +363,8 @@ def later_settings() -> frozenset[str]:
 
 
 def module_sources() -> dict[str, str]:
-    return {name: (REPO / f"{name}.py").read_text(encoding="utf-8") for name in CHAIN}
+    """The code of every module of the series: the chain, the exercises' checks and the notebooks' set-up."""
+    return {name: (REPO / f"{name}.py").read_text(encoding="utf-8") for name in [*CHAIN, "helpers_exercises", SETUP]}
 
 
 def test_the_modules_keep_the_rules():
@@ -293,7 +382,7 @@ def test_the_exercise_checks_stand_apart_from_the_modules_they_check():
     """helpers_exercises reads the learner's objects only; no module of the chain depends on the exercises."""
     checks = imports((REPO / "helpers_exercises.py").read_text(encoding="utf-8"))
     assert not checks & set(CHAIN), f"helpers_exercises imports {sorted(checks & set(CHAIN))}"
-    assert [m for m, source in module_sources().items() if "helpers_exercises" in imports(source)] == []
+    assert [m for m in CHAIN if "helpers_exercises" in imports(module_sources()[m])] == [], "the set-up binds them"
 
 
 FOUR_LINES_AGAIN = """
@@ -335,12 +424,71 @@ def my_epoch(model, loader, optimizer):
         ("helpers_speed", FOUR_LINES_AGAIN, "helpers_speed.my_epoch writes the lesson's four lines again"),
         ("helpers_ddp", "from helpers_speed import epoch_times", "helpers_ddp imports epoch_times from helpers_speed"),
         ("helpers_common", "def for_speed():\n    pass", "helpers_common.for_speed is used by no later module"),
+        # patching by other means than an assignment
+        ("helpers_ddp", "setattr(model, 'training_step', step)", "helpers_ddp calls setattr(..., 'training_step'"),
+        ("helpers_speed", "object.__setattr__(model, 'forward', f)", "helpers_speed calls object.__setattr__(..."),
+        ("helpers_speed", "step = types.MethodType(compiled, model)", "helpers_speed uses types.MethodType"),
+        ("helpers_ddp", "from types import MethodType", "helpers_ddp uses MethodType: it replaces"),
+        # the notebooks' set-up: what it builds on, and nothing of the series imports it
+        ("series_setup", "import helpers_speed", "series_setup imports helpers_speed: the notebooks' set-up builds"),
+        ("series_setup", "from helpers_run import train_lesson", "series_setup imports helpers_run: the notebooks'"),
+        ("helpers", "import series_setup", "helpers imports series_setup, which only the notebooks import"),
+        ("helpers_exercises", "from series_setup import start", "helpers_exercises imports series_setup, which"),
     ],
 )
 def test_a_broken_rule_is_caught(module, line, expected):
     sources = module_sources()
     assert not any(problem.startswith(expected) for problem in rule_breaks(sources)), "caught before it was planted"
     sources[module] += f"\n{line}\n"
+    assert any(problem.startswith(expected) for problem in rule_breaks(sources)), rule_breaks(sources)
+
+
+@pytest.mark.parametrize(
+    ("module", "written", "planted", "expected"),
+    [
+        (  # a step between the four lines: gradient clipping between backward and step
+            "helpers",
+            "                loss.backward()\n                optimizer.step()\n",
+            "                loss.backward()\n                clip(model)\n                optimizer.step()\n",
+            "helpers.fit's loop does not start with the lesson's four lines, in order",
+        ),
+        (  # the four lines in another order
+            "helpers_common",
+            "        optimizer.step()\n        optimizer.zero_grad()\n",
+            "        optimizer.zero_grad()\n        optimizer.step()\n",
+            "helpers_common.train_epoch's loop does not start with the lesson's four lines",
+        ),
+        (  # a branch after them, in the loop
+            "helpers",
+            "                images += len(batch[1])\n",
+            "                images += len(batch[1])\n                if images > limit:\n                    break\n",
+            "helpers.fit's loop branches (if images > limit:)",
+        ),
+        (  # a branch in an expression
+            "helpers_common",
+            "        loss_sum += loss.detach() * len(batch[1])\n",
+            "        loss_sum += loss.detach() * len(batch[1]) if log else 0\n",
+            "helpers_common.train_epoch's loop branches",
+        ),
+        (  # the loop under another name
+            "helpers",
+            "            for batch in first_checked(",
+            "            for b in first_checked(",
+            "helpers.fit's loop does not start with the lesson's four lines, in order, under `for batch in ...:`",
+        ),
+        (  # the loop gone from fit
+            "helpers",
+            "                loss = model.training_step(batch)\n",
+            "                loss = model(batch)\n",
+            "helpers.fit has no `for batch in ...:` loop of the lesson's four lines",
+        ),
+    ],
+)
+def test_a_broken_loop_is_caught(module, written, planted, expected):
+    sources = module_sources()
+    assert not any(problem.startswith(expected) for problem in rule_breaks(sources)), "caught before it was planted"
+    assert sources[module].count(written) == 1, f"plant the break once: {written!r}"
+    sources[module] = sources[module].replace(written, planted)
     assert any(problem.startswith(expected) for problem in rule_breaks(sources)), rule_breaks(sources)
 
 

@@ -251,6 +251,42 @@ def test_a_checkpoint_belongs_to_one_fit_call(mnist, tmp_path, capsys):
         helpers.fit(3, 0.1, helpers.MnistModel(), train, train, torch.optim.Adam, checkpoint_path=path)
 
 
+class Smoothed(helpers.MnistModel):
+    """The lesson's model trained with label smoothing: another class, the same weights."""
+
+    def training_step(self, batch):
+        images, labels = batch
+        return torch.nn.functional.cross_entropy(self(images), labels, label_smoothing=0.1)
+
+
+def test_a_checkpoint_names_the_models_class_and_a_resume_as_another_says_so(tmp_path, capsys):
+    """fit records the class it trained (a wrapper's, such as helpers_speed.MixedPrecision, or the model's own);
+    resuming as another is allowed and said in one line; resuming as the same says nothing more."""
+    train = cpu_loader(*random_images(128))
+    path = tmp_path / "run.ckpt"
+    helpers.fit(1, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
+    assert helpers.load_checkpoint(path)["hparams"]["model"] == "MnistModel"
+    helpers.fit(2, 0.1, helpers.MnistModel(), train, train, checkpoint_path=path, verbose=False)
+    assert " run as " not in capsys.readouterr().out, "the same class: nothing to say"
+    history = helpers.fit(3, 0.1, Smoothed(), train, train, checkpoint_path=path, verbose=False)
+    out = capsys.readouterr().out
+    assert len(history) == 3 and "2 of 3 epochs already done" in out, "resuming as another class is allowed"
+    assert [line for line in out.splitlines() if " run as " in line] == [
+        "Resuming a MnistModel run as Smoothed: the weights and the optimizer's state carry over; "
+        "what only one of the two keeps starts again"
+    ]
+    assert helpers.load_checkpoint(path)["hparams"]["model"] == "Smoothed"
+
+
+def test_resuming_names_the_checkpoint_by_a_short_path(tmp_path, monkeypatch, capsys):
+    """As the interruption message does: a notebook's output shows no machine path."""
+    monkeypatch.chdir(tmp_path)
+    train = cpu_loader(*random_images(128))
+    helpers.fit(1, 0.1, helpers.MnistModel(), train, train, checkpoint_path=tmp_path / "run.ckpt", verbose=False)
+    helpers.fit(2, 0.1, helpers.MnistModel(), train, train, checkpoint_path=tmp_path / "run.ckpt", verbose=False)
+    assert "Resuming from run.ckpt: 1 of 2 epochs already done" in capsys.readouterr().out
+
+
 def test_a_full_disk_at_a_save_keeps_the_completed_epochs(tmp_path, monkeypatch):
     path = tmp_path / "run.ckpt"
     train = cpu_loader(*random_images(128))

@@ -137,6 +137,9 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
         (["speedrun", "--epochs", "0"], "--epochs must be at least 1, got 0"),
         (["speedrun", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
         (["speedrun", "--target", "1.5"], "--target is a test accuracy from 0 to 1"),
+        # a speed feature the device cannot run, refused before any data is loaded
+        (["--device", "cpu", "train", "--amp", "float16"], r"float16 autocast needs a GPU.*--amp bfloat16"),
+        (["--device", "cpu", "train", "--compile", "reduce-overhead"], r"reduce-overhead.*needs a CUDA GPU"),
     ],
 )
 def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, match):
@@ -148,6 +151,16 @@ def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, mat
 def test_a_seed_out_of_range_is_refused_on_the_command_line(no_work, seed):
     with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
         helpers_cli.main(["--seed", seed, "train"])
+
+
+@pytest.mark.parametrize(
+    ("feature", "says"),
+    [(["--amp", "float16"], "error: float16 autocast needs a GPU"), (["--compile", "reduce-overhead"], "error: mode=")],
+)
+def test_a_speed_feature_the_device_cannot_run_is_one_line_before_any_data(no_work, capsys, feature, says):
+    assert helpers_cli.cli(["--device", "cpu", "train", *feature]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(says) and err.count("\n") == 1, err
 
 
 def test_bench_report_names_a_missing_or_broken_file(tmp_path):

@@ -1,12 +1,17 @@
 """helpers_common.py, what the later modules share: a wrapper trains as its model does, one epoch of the four lines
 reports the loss as fit does (over images), and the tables and timings say what their rows hold."""
 
+import inspect
+import time
+
 import pytest
 import torch
 from conftest import random_images, same_weights
 
 import helpers
 import helpers_common
+import helpers_ddp
+import helpers_speed
 
 
 def test_a_wrapped_model_trains_as_the_model_itself():
@@ -54,3 +59,22 @@ def test_epoch_times_and_a_table_say_what_their_rows_hold():
         [{"n": 1, "x": 0.5}, {"n": 2, "x": 0.25}], {"n": lambda r: str(r["n"]), "half": lambda r: f"{r['x']:.2f}"}
     )
     assert table.splitlines() == ["| n | half |", "|---|---|", "| 1 | 0.50 |", "| 2 | 0.25 |"]
+
+
+def test_configurations_take_turns_one_epoch_each_and_each_call_is_timed():
+    calls = []
+    turns = {name: (lambda name=name: calls.append(name)) for name in "ABC"}
+    seconds = helpers_common.take_turns(turns, 2)
+    assert "".join(calls) == "ABCABC", "A B C A B C: a busy machine slows them all alike"
+    assert list(seconds) == list("ABC") and all(len(s) == 2 and min(s) >= 0 for s in seconds.values())
+    calls.clear()
+    helpers_common.take_turns(turns, 3, alternate=True, before=lambda: calls.append("|"))
+    assert "".join(calls) == "|C|B|A|A|B|C|C|B|A", "no fixed order; `before` ahead of each, untimed"
+    assert helpers_common.take_turns({"nap": lambda: time.sleep(0.02)}, 1)["nap"][0] >= 0.02
+    benchmarks = (
+        helpers_speed.benchmark_pipelines,
+        helpers_speed.benchmark_fit,
+        helpers_speed.benchmark_speed,
+        helpers_ddp._ddp_bench_worker,
+    )
+    assert all("take_turns(" in inspect.getsource(benchmark) for benchmark in benchmarks), "written once, here"

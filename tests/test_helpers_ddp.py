@@ -83,7 +83,7 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         images, labels = images[:1001], labels[:1001]  # 1001 images: no batch size below splits them evenly
         found, share = {}, {"rank": rank, "world_size": world_size}
         helpers.seed_everything(0)
-        model = helpers_ddp.data_parallel(helpers.MnistModel(), "cpu")  # its evaluation sums over the processes
+        model = helpers_ddp.to_ddp(helpers.MnistModel(), "cpu")  # its evaluation sums over the processes
         for batch_size in (256, 8):  # last batches of 233 (117 + 116) and of 1 (rank 1 gets no share)
             resident = helpers_run.ShardedResidentLoader(images, labels, batch_size, device="cpu", uneven=True, **share)
             dataset = Subset(helpers.load_mnist(data_root, train=False), range(1001))
@@ -94,7 +94,7 @@ def _group_checks(rank: int, world_size: int, port: int, data_root: str, out: st
         # Training on 1001 images in batches of 128: a last batch of 105 splits 53 + 52.
         helpers.seed_everything(1)
         plain = helpers.MnistModel()
-        ddp = helpers_ddp.data_parallel(plain, "cpu")
+        ddp = helpers_ddp.to_ddp(plain, "cpu")
         train = helpers_run.ShardedResidentLoader(images, labels, 128, shuffle=True, device="cpu", seed=3, **share)
         val = helpers_run.ShardedResidentLoader(images, labels, 256, device="cpu", uneven=True, **share)
         (epoch,) = helpers.fit(1, 0.5, ddp, train, val, progress=False, verbose=False)
@@ -248,10 +248,64 @@ def test_ranks_above_0_print_nothing_within_the_block_and_nothing_outlives_it(mo
     assert (builtins.print, sys.stdout, os.environ.get("HELPERS_PROGRESS")) == before
 
 
+def test_no_name_here_is_one_of_pytorchs_parallel_functions_with_another_meaning():
+    """torch.nn.parallel.data_parallel is single-process multi-GPU training: a function of that name here would be
+    taken for it. The communication hook is named as PyTorch names its own (allreduce_hook)."""
+    ours = {name for name, value in vars(helpers_ddp).items() if getattr(value, "__module__", "") == "helpers_ddp"}
+    assert {"DDPModel", "train_distributed"} <= ours
+    assert not ours & (set(vars(torch.nn.parallel)) | set(vars(torch.nn))), ours & set(vars(torch.nn.parallel))
+    assert helpers_ddp.weighted_allreduce_hook.__name__.endswith("_hook")
+
+
+def test_init_distributed_shares_the_cores_until_close_puts_them_back(monkeypatch):
+    """On the CPU each of N processes takes its share of the cores while in the group, and its own count again after."""
+    up = {"group": False}
+    monkeypatch.setattr(helpers_ddp.dist, "init_process_group", lambda backend, **kwargs: up.update(group=True))
+    monkeypatch.setattr(helpers_ddp.dist, "is_initialized", lambda: up["group"])
+    monkeypatch.setattr(helpers_ddp.dist, "destroy_process_group", lambda: up.update(group=False))
+    monkeypatch.setattr(helpers_ddp.os, "cpu_count", lambda: 8)
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(3)
+        helpers_ddp.init_distributed("cpu")
+        assert up["group"] and torch.get_num_threads() == 2, "8 cores over 4 processes"
+        helpers_ddp.close_distributed()
+        assert not up["group"] and torch.get_num_threads() == 3, "the count it had before"
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_train_distributed_leaves_a_group_it_did_not_create(monkeypatch):
+    """Called inside a caller's process group, it trains in it and leaves it up; one it joined itself, it leaves."""
+    up = {"group": True}
+    monkeypatch.setattr(helpers_ddp.dist, "init_process_group", lambda backend, **kwargs: up.update(group=True))
+    monkeypatch.setattr(helpers_ddp.dist, "is_initialized", lambda: up["group"])
+    monkeypatch.setattr(helpers_ddp.dist, "destroy_process_group", lambda: up.update(group=False))
+    monkeypatch.setattr(helpers_ddp, "rank_and_world", lambda: (0, 2))
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    for world, created in (("1", False), ("2", True)):
+        monkeypatch.setenv("WORLD_SIZE", world)
+        up["group"] = not created
+        with pytest.raises(ValueError, match="give one learning rate per phase"):  # fails at once, in the group
+            helpers_ddp.train_distributed(device="cpu", epochs=(1, 1), lrs=(0.5,))
+        assert up["group"] is not created, "the caller's group stays up; its own is left"
+
+
+def test_a_speed_feature_the_device_cannot_run_is_refused_before_any_data(monkeypatch, tmp_path):
+    monkeypatch.setattr(helpers_ddp.helpers_data, "ensure_mnist", lambda root: pytest.fail("data fetched first"))
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    with pytest.raises(ValueError, match="float16 autocast needs a GPU"):
+        helpers_ddp.train_distributed(tmp_path, device="cpu", amp="float16")
+    with pytest.raises(ValueError, match="reduce-overhead.*needs a CUDA GPU"):
+        helpers_ddp.train_distributed(tmp_path, device="cpu", compile="reduce-overhead")
+
+
 def test_one_process_needs_no_group():
     assert helpers_ddp.rank_and_world() == (0, 1) and helpers_ddp.is_main_process()
     model = helpers.MnistModel()
-    assert helpers_ddp.data_parallel(model, "cpu") is model and "training_step" not in vars(model)
+    assert helpers_ddp.to_ddp(model, "cpu") is model and "training_step" not in vars(model)
 
 
 def test_benchmark_ddp_reports_both_models(data_root, tmp_path):

@@ -1,6 +1,9 @@
 """helpers_run.py: one registry of input pipelines, each giving the batches its name promises, in one process or as
 each process's share; and the lesson's run in one call, which checks what it was given before any work."""
 
+import io
+from pathlib import Path
+
 import pytest
 import torch
 from torch.utils.data import DataLoader, Subset
@@ -43,10 +46,14 @@ def test_the_seeded_pipeline_in_one_process_is_make_loaders(splits):
     train_set, val_set, _ = splits
     ours, our_val = helpers_run.seeded_loaders(train_set, val_set, device=torch.device("cpu"), seed=5)
     theirs, their_val = helpers.make_loaders(train_set, val_set, device="cpu", seed=5)
+    epochs = []
     for _ in range(2):
-        assert _labels(ours) == _labels(theirs)
+        epochs.append(_labels(ours))
+        assert epochs[-1] == _labels(theirs)
         assert _labels(our_val) == _labels(their_val)
-    assert _labels(ours) != _labels(theirs)[::-1], "a check that could fail: the order matters"
+    assert epochs[1] != epochs[0], "each epoch shuffles again: the equality above is of orders that change"
+    other_seed, _ = helpers_run.seeded_loaders(train_set, val_set, device=torch.device("cpu"), seed=6)
+    assert _labels(other_seed) != epochs[0], "and another seed gives another order"
 
 
 @pytest.mark.parametrize("name", ["seeded", "tuned", "resident"])
@@ -87,3 +94,23 @@ def test_the_lessons_run_trains_tests_and_saves(data_root, tmp_path, capsys):
     saved = helpers.MnistModel()
     saved.load_state_dict(torch.load(tmp_path / "w.pt", weights_only=True))
     assert all(torch.equal(a, b) for a, b in zip(saved.state_dict().values(), result["model"].state_dict().values()))
+
+
+def test_the_lessons_run_saves_atomically_so_an_interrupted_save_leaves_the_old_file(data_root, tmp_path, monkeypatch):
+    """torch.save interrupted halfway (Ctrl-C, a full disk): the file at `save` is the one from before, whole."""
+    save = tmp_path / "w.pt"
+    save.write_bytes(b"the weights of an earlier run")
+    real_save = torch.save
+
+    def interrupted(obj, f, *args, **kwargs):  # writes half of what it would, where it was told to, and stops
+        whole = io.BytesIO()
+        real_save(obj, whole, *args, **kwargs)
+        half = whole.getvalue()[: len(whole.getvalue()) // 2]
+        Path(f).write_bytes(half) if isinstance(f, (str, Path)) else f.write(half)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(torch, "save", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        helpers_run.train_lesson(data_root, "cpu", epochs=(1,), lrs=(0.5,), pipeline="resident", limit=256, save=save)
+    assert save.read_bytes() == b"the weights of an earlier run"
+    assert [path.name for path in tmp_path.iterdir()] == ["w.pt"], "no half-written file beside it"

@@ -2,7 +2,10 @@
 precision, TF32 and torch.compile: each switch changes what it should, is off by default, and refuses what the
 device cannot do with a message that says what to use instead."""
 
+import contextlib
 import json
+import logging
+import os
 
 import pytest
 import torch
@@ -184,6 +187,58 @@ def test_a_loss_term_added_outside_the_training_step_is_not_scaled():
     assert not torch.allclose(outside, written, atol=1e-4), "the term outside trains 1024 times weaker"
 
 
+def test_the_scaled_gradients_trick_has_a_name_and_does_what_it_says():
+    """scaled_gradients(loss, scaler): the loss's value, the gradients of scaler.scale(loss); with a disabled scaler
+    (bfloat16), the loss's gradients."""
+    weight = torch.tensor([1.0, 2.0], requires_grad=True)
+    for scaler, scale in ((torch.amp.GradScaler("cpu", init_scale=64.0), 64), (torch.amp.GradScaler(enabled=False), 1)):
+        weight.grad = None
+        loss = (weight * torch.tensor([3.0, 4.0])).sum()
+        scaled = helpers_speed.scaled_gradients(loss, scaler)
+        scaled.backward()
+        assert scaled.item() == loss.item() == 11.0 and weight.grad.tolist() == [3.0 * scale, 4.0 * scale]
+    assert helpers_speed.scaled_gradients.__doc__ == "the loss's value, the gradients of scaler.scale(loss)"
+
+
+def test_a_scaled_optimizer_is_an_optimizer_to_a_scheduler_and_to_clipping():
+    """A scheduler built on it sets the inner optimizer's learning rate; unscale_() before clipping, as PyTorch's AMP
+    recipe does, shows the clipping the true gradients and the step does not unscale them twice."""
+    torch.manual_seed(0)
+    plain, model = helpers.MnistModel(), helpers.MnistModel()
+    model.load_state_dict(plain.state_dict())
+    wrapped, opt_func = _scaled(model)
+    optimizer = opt_func(model.parameters(), 0.5)
+    assert optimizer.param_groups is optimizer.optimizer.param_groups and optimizer.defaults["lr"] == 0.5
+    assert optimizer.state is optimizer.optimizer.state, "what it does not hold, the inner optimizer answers"
+    schedule = torch.optim.lr_scheduler.StepLR(optimizer, step_size=1, gamma=0.1)
+    batch = (torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,)))
+    wrapped.training_step(batch).backward()
+    plain.training_step(batch).backward()
+    optimizer.unscale_()
+    assert torch.allclose(model.linear1.weight.grad, plain.linear1.weight.grad, rtol=1e-5), "unscaled for clipping"
+    norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+    assert norm.item() == pytest.approx(torch.nn.utils.clip_grad_norm_(plain.parameters(), 0.01).item(), rel=1e-5)
+    optimizer.step()
+    torch.optim.SGD(plain.parameters(), 0.5).step()
+    assert torch.allclose(model.linear1.weight, plain.linear1.weight, atol=1e-6), "the step did not unscale again"
+    schedule.step()
+    assert optimizer.optimizer.param_groups[0]["lr"] == pytest.approx(0.05), "the scheduler set the inner lr"
+
+
+def test_the_autocast_follows_the_model_to_the_device_it_is_on_now(monkeypatch):
+    """A model wrapped on the CPU and moved afterwards (to_device(wrapped, "cuda")) autocasts where it is at each step:
+    here the "meta" device, which no autocast knows, stands for a GPU."""
+    wrapped, _ = helpers_speed.mixed_precision(helpers.MnistModel(), torch.bfloat16)
+    seen = []
+    monkeypatch.setattr(
+        torch, "autocast", lambda device_type, **kw: seen.append(device_type) or contextlib.nullcontext()
+    )
+    wrapped.to("meta")  # as to_device(wrapped, "cuda") moves it (to_device accepts only this machine's devices)
+    batch = (torch.rand(4, 1, 28, 28, device="meta"), torch.zeros(4, dtype=torch.int64, device="meta"))
+    assert wrapped.training_step(batch).device.type == "meta"
+    assert seen == ["meta"], "the autocast of the device the model is on, not of the one it was wrapped on"
+
+
 # ------------------------------------------------ checkpoints across mixed precision: each resumes the other's
 
 
@@ -211,7 +266,10 @@ def test_a_checkpoint_written_with_or_without_bfloat16_resumes_in_the_other(tmp_
     torch.manual_seed(1)  # a new session: other weights, until the checkpoint loads
     resumed = helpers.MnistModel()
     history = _fit(2, *helpers_speed.mixed_precision(resumed, then), path)
-    assert "1 of 2 epochs already done" in capsys.readouterr().out and history[0] == one and len(history) == 2
+    out = capsys.readouterr().out
+    assert "1 of 2 epochs already done" in out and history[0] == one and len(history) == 2
+    written, resumed_as = ("MixedPrecision", "MnistModel") if first else ("MnistModel", "MixedPrecision")
+    assert f"Resuming a {written} run as {resumed_as}:" in out, "a change of precision is said, in one line"
     assert helpers.load_checkpoint(path)["optimizer_class"] == "SGD"
     assert same_weights(resumed, _uninterrupted(first, then))
 
@@ -275,6 +333,15 @@ def test_clear_errors_for_what_the_device_cannot_do(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)
     with pytest.raises(ValueError, match="no native bfloat16.*torch.float16 there, which mixed_precision pairs"):
         helpers_speed.autocast_dtype(torch.bfloat16, "cuda")
+
+
+def test_compile_model_leaves_the_loggers_as_they_were(monkeypatch):
+    """It silences one logger while it imports what logs a CUDA build's "no CUDA runtime", and only for that."""
+    monkeypatch.setattr(torch, "compile", lambda fn, mode: fn)
+    logger = logging.getLogger("torch.utils.cpp_extension")
+    monkeypatch.setattr(logger, "level", logging.NOTSET)
+    helpers_speed.compile_model(helpers.MnistModel())
+    assert logger.level == logging.NOTSET
 
 
 def test_tf32_switch_is_restored_afterwards():
@@ -364,7 +431,8 @@ def test_benchmark_speed_takes_turns_and_times_the_first_epoch_apart(data_root, 
         helpers_speed.benchmark_speed(data_root, ["cpu"], epochs=1)
 
 
-def test_profile_labels_each_phase_and_lists_the_operations(tmp_path):
+def test_profile_labels_each_phase_and_lists_the_operations(tmp_path, monkeypatch):
+    monkeypatch.delenv("KINETO_LOG_LEVEL", raising=False)
     g = torch.Generator().manual_seed(0)
     images, labels = torch.randint(0, 256, (640, 1, 28, 28), dtype=torch.uint8, generator=g), torch.arange(640) % 10
     loader = helpers.DeviceResidentLoader(images, labels, 64, device="cpu")
@@ -385,6 +453,7 @@ def test_profile_labels_each_phase_and_lists_the_operations(tmp_path):
     assert min(starts) >= 0 and max(bar.get_x() + bar.get_width() for bar in ax.patches) <= ax.get_xlim()[1] + 1e-9
     with pytest.raises(ValueError, match="from 0 to 3"):
         helpers_speed.plot_trace(tmp_path / "trace.json", step=4)
+    assert "KINETO_LOG_LEVEL" not in os.environ, "the profiler's quiet setting ends with the call"
 
 
 def test_every_speed_configuration_sees_the_same_batches(data_root, monkeypatch):

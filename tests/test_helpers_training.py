@@ -468,7 +468,7 @@ def test_a_plain_network_is_refused_with_what_to_wrap_it_in_and_trains_wrapped()
     assert wrapped.net is plain, "the network is wrapped, not copied"
 
 
-# -------------------------------------- data kept on the device: DeviceResidentLoader (notebooks 05-08; measured in 09)
+# ------------------------------- data kept on the device: DeviceResidentLoader (notebooks 04-08; measured in 09)
 
 
 def test_resident_loader_matches_to_tensor(mnist):
@@ -514,6 +514,22 @@ def test_resident_loader_from_any_dataset():
     loader = helpers.DeviceResidentLoader.from_dataset(ds, 8, device="cpu")
     images, labels = next(iter(loader))
     assert torch.equal(images, ds.tensors[0][:8]) and torch.equal(labels, ds.tensors[1][:8])
+
+
+def test_the_resident_loaders_docstring_names_the_notebooks_that_use_it():
+    """Read from the notebooks: 04's exercise builds its idea, 05-08 train with it, 09 measures it."""
+    import nbformat
+
+    folder = helpers.Path(helpers.__file__).resolve().parent / "notebooks"
+    using = [
+        int(path.name[:2])
+        for path in sorted(folder.glob("0[1-9]_*.ipynb"))
+        if "DeviceResidentLoader" in "".join(cell.source for cell in nbformat.read(path, as_version=4).cells)
+    ]
+    lesson = [n for n in using if n <= 8]
+    assert lesson == list(range(lesson[0], 9)) and 9 in using
+    summary = helpers.DeviceResidentLoader.__doc__.splitlines()[0]
+    assert summary.endswith(f"(notebooks {lesson[0]:02d}-08; 09 measures it)."), summary
 
 
 @pytest.mark.parametrize("value", ["garbage", "O", "2"])
