@@ -501,6 +501,8 @@ def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
     weights = next(model.parameters(), None)
     if weights is not None and isinstance(images, torch.Tensor) and images.device != weights.device:
         raise _on_two_devices(weights.device, images.device)
+    if weights is not None and labels.device != weights.device:  # to_device moves both; a loader of one's own may not
+        raise _on_two_devices(weights.device, labels.device)
     if isinstance(images, torch.Tensor) and images.is_floating_point() and images.numel() and len(labels):
         finite = torch.isfinite(images)
         low, high, top, all_finite = torch.stack(
@@ -651,6 +653,16 @@ def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tupl
     return int(epochs), float(lr)
 
 
+def _check_reusable(epochs: int, **loaders: Iterable) -> None:
+    """Refuse an iterator (a generator, say) where fit reads a loader every epoch: it is empty after one pass."""
+    for name, loader in loaders.items():
+        if epochs > 1 and isinstance(loader, Iterator):
+            raise TypeError(
+                f"{name} is an iterator ({type(loader).__name__}), which can be read only once, and fit reads it in "
+                f"each of the {epochs} epochs: pass a DataLoader, or a list of the batches (list(...))"
+            )
+
+
 def check_save_path(path: str | Path) -> Path:
     """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
     path = Path(path).expanduser()
@@ -681,6 +693,7 @@ def fit(
     error the completed epochs, in `.history`.
     """
     epochs, lr = check_hparams(epochs, lr, opt_func)
+    _check_reusable(epochs, train_loader=train_loader, val_loader=val_loader)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
     run["model"] = type(model).__name__  # a checkpoint resumed by another class (a wrapper, say) says so
@@ -864,6 +877,12 @@ def _shape_mismatch(state: dict, model: nn.Module) -> str:
         if k in state and state[k].shape != own[k].shape
     ]
     parts = [f"missing keys {missing}"] * bool(missing) + [f"unexpected keys {unexpected}"] * bool(unexpected)
+    if unexpected and {k.removeprefix("module.") for k in unexpected} == set(missing):
+        parts = [
+            "its keys start with 'module.': it was saved from a model wrapped in DistributedDataParallel (or "
+            "nn.DataParallel). Save the wrapped model's .module.state_dict(), or strip the prefix: "
+            "{k.removeprefix('module.'): v for k, v in weights.items()}"
+        ]
     return "; ".join(parts + shapes)
 
 
@@ -924,9 +943,17 @@ def load_checkpoint(
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except Exception as err:
+        whole = "Weights only load failed" in str(err)  # pickled objects: a whole model saved with torch.save(model)
+        why = str(err).splitlines()[0] if whole else str(err)
+        fix = (
+            "If it holds a whole model saved with torch.save(model, ...), save model.state_dict() instead (or use "
+            "helpers.save_checkpoint): loading pickled objects could run code"
+            if whole
+            else "Delete it and save it again (notebook 05 saves runs/lesson.ckpt; notebooks 06 and 07 train again "
+            "without it)"
+        )
         raise ValueError(
-            f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {err}. Delete it "
-            "and save it again (notebook 05 saves runs/lesson.ckpt; notebooks 06 and 07 train again without it)"
+            f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {why}. {fix}"
         ) from err
     _check_checkpoint(path, state)
     if model is not None and (problem := _shape_mismatch(state["model"], model)):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 import time
@@ -27,7 +28,7 @@ from helpers import (
     describe_device,
     get_default_device,
 )
-from helpers_data import MnistUnavailable, check_writable
+from helpers_data import MnistUnavailable, check_writable, is_plain_path
 from helpers_ddp import benchmark_ddp, train_distributed
 from helpers_run import PIPELINES, check_processes
 from helpers_speed import (
@@ -177,13 +178,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _at_least(option: str, value: float, low: float) -> None:
-    if value < low:
-        raise ValueError(f"{option} must be at least {low}, got {value}")
+    if not math.isfinite(value) or value < low:  # nan is not below anything: it would pass a plain `<`
+        raise ValueError(f"{option} must be a number of at least {low}, got {value}")
 
 
 def check_args(args: argparse.Namespace) -> None:
     """Refuse a bad option or an output path that cannot be written, naming it, before any work."""
     check_seed(args.seed, "--seed")
+    if not is_plain_path(args.data):  # '' would put MNIST in the working folder; C:\data, a folder of that name
+        raise ValueError(
+            f"--data must be a folder's path as this system writes it, such as --data data; got {args.data!r}"
+        )
     if args.command == "train":
         for n, lr in zip(args.epochs, args.lr):
             check_hparams(n, lr)

@@ -383,6 +383,14 @@ _HOW_TO_FIX = {
 }
 
 
+def is_plain_path(value: str | Path) -> bool:
+    """A path as this system writes it: not empty, no control characters, and off Windows no drive letter or
+    backslash (`C:\\data` would become a folder of that name, and "C:\\new" hides a line break)."""
+    text = str(value)
+    windows_only = os.sep == "/" and ("\\" in text or (len(text) > 1 and text[1] == ":" and text[0].isalpha()))
+    return bool(text.strip()) and text.isprintable() and not windows_only
+
+
 def display_path(path: Path) -> str:
     """`path` as a message shows it: relative to the working folder when that is short, else absolute."""
     try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.metadata
-import os
 import platform
 import tomllib
 import warnings
@@ -78,17 +77,9 @@ def _seed_ok(value: Any) -> bool:
 SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", _seed_ok)  # helpers.check_seed's words
 
 
-def _plain_path(value: Any) -> bool:
-    """A path as this machine writes it: not empty, no control characters, no Windows drive or backslashes off
-    Windows (there `C:\\data` would become a folder of that name, and "C:\\new" hides a line break)."""
-    text = str(value)
-    windows_only = os.sep == "/" and ("\\" in text or (len(text) > 1 and text[1] == ":" and text[0].isalpha()))
-    return bool(text.strip()) and text.isprintable() and not windows_only
-
-
 PATH_SETTING = Accepts(
     f"None, or a path (a folder or a file) as {platform.system() or 'this system'} writes it, such as 'data'",
-    lambda v: v is None or (isinstance(v, (str, Path)) and _plain_path(v)),
+    lambda v: v is None or (isinstance(v, (str, Path)) and helpers_data.is_plain_path(v)),
 )
 SWITCH_SETTING = Accepts("None, True or False", lambda v: v is None or isinstance(v, bool))
 SIZES_SETTING = Accepts(

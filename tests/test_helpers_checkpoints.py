@@ -333,3 +333,27 @@ def test_a_checkpoint_behind_a_symbolic_link_is_written_through_it(tmp_path):
     helpers.fit(2, 0.5, helpers.MnistModel(), train, val, checkpoint_path=link, verbose=False)
     assert link.is_symlink() and helpers.load_checkpoint(tmp_path / "drive" / "run.ckpt")["epoch"] == 2
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["run.ckpt"], "nothing left beside the link"
+
+
+# ---------------------------------------------- what a fresh tester fed them
+
+
+def test_a_whole_pickled_model_is_told_to_save_its_state_dict(tmp_path):
+    """torch.save(model, path) given as a checkpoint: PyTorch's page of advice ends in weights_only=False (unsafe)."""
+    path = tmp_path / "model.pt"
+    torch.save(helpers.MnistModel(), path)
+    with pytest.raises(ValueError) as raised:
+        helpers.load_checkpoint(path, helpers.MnistModel())
+    message = str(raised.value)
+    assert "If it holds a whole model saved with torch.save(model, ...), save model.state_dict() instead" in message
+    assert "weights_only=False" not in message and len(message.splitlines()) == 1
+
+
+def test_a_checkpoint_of_a_ddp_model_says_how_to_strip_module(tmp_path):
+    model = helpers.MnistModel()
+    helpers.save_checkpoint(tmp_path / "ddp.ckpt", model)
+    state = torch.load(tmp_path / "ddp.ckpt", weights_only=True)
+    state["model"] = {f"module.{k}": v for k, v in state["model"].items()}  # as DistributedDataParallel names them
+    torch.save(state, tmp_path / "ddp.ckpt")
+    with pytest.raises(ValueError, match=r"its keys start with 'module.': it was saved from a model wrapped in Dist"):
+        helpers.load_checkpoint(tmp_path / "ddp.ckpt", helpers.MnistModel())

@@ -130,13 +130,16 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
     [
         (["train", "--epochs", "-1"], "epochs must be a whole number >= 0, got -1"),
         (["train", "--lr", "-0.5", "0.1"], "lr .* must be a positive number"),
-        (["bench", "--epochs", "0"], "--epochs must be at least 1, got 0"),
-        (["bench", "--limit", "0"], "--limit must be at least 1, got 0"),
-        (["bench", "--ddp", "--nprocs", "1"], "--nprocs must be at least 2, got 1"),
+        (["bench", "--epochs", "0"], "--epochs must be a number of at least 1, got 0"),
+        (["bench", "--limit", "0"], "--limit must be a number of at least 1, got 0"),
+        (["bench", "--ddp", "--nprocs", "1"], "--nprocs must be a number of at least 2, got 1"),
         (["bench", "--ddp", "--nprocs", "3"], "a batch of 128 does not split evenly over 3 processes"),
-        (["speedrun", "--epochs", "0"], "--epochs must be at least 1, got 0"),
-        (["speedrun", "--batch-size", "0"], "--batch-size must be at least 1, got 0"),
+        (["speedrun", "--epochs", "0"], "--epochs must be a number of at least 1, got 0"),
+        (["speedrun", "--batch-size", "0"], "--batch-size must be a number of at least 1, got 0"),
         (["speedrun", "--target", "1.5"], "--target is a test accuracy from 0 to 1"),
+        (["speedrun", "--momentum", "nan"], "--momentum must be a number of at least 0, got nan"),  # not "diverged"
+        (["--data", "", "train"], "--data must be a folder's path as this system writes it"),  # not 72 MB in ./
+        (["--data", "C:\\data", "train"], "--data must be a folder's path"),  # not a folder named C:\data
         # a speed feature the device cannot run, refused before any data is loaded
         (["--device", "cpu", "train", "--amp", "float16"], r"float16 autocast needs a GPU.*--amp bfloat16"),
         (["--device", "cpu", "train", "--compile", "reduce-overhead"], r"reduce-overhead.*needs a CUDA GPU"),

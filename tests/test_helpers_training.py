@@ -584,3 +584,20 @@ def test_classifier_of_nothing_says_the_maker_must_return_it():
     """A make_model() without return gave fit 'optimizer got an empty parameter list'."""
     with pytest.raises(TypeError, match="got None: a function that makes the network must end with return"):
         helpers.Classifier(None)
+
+
+def test_a_generator_as_a_loader_is_refused_before_training_not_called_empty_in_epoch_two():
+    """A one-shot generator trained epoch 0, then "an empty loader" in epoch 1, its history lost."""
+    images, labels = torch.rand(64, 1, 28, 28), torch.randint(0, 10, (64,))
+    batches = [(images[i : i + 32], labels[i : i + 32]) for i in (0, 32)]
+    model = helpers.MnistModel()
+    with pytest.raises(TypeError, match=r"train_loader is an iterator \(generator\), which can be read only once"):
+        helpers.fit(2, 0.1, model, (b for b in batches), batches, progress=False, verbose=False)
+    assert len(helpers.fit(1, 0.1, model, (b for b in batches), batches, progress=False, verbose=False)) == 1
+
+
+def test_labels_on_another_device_than_the_model_get_the_devices_message():
+    """to_device moves images and labels together; a loader of one's own may move only the images."""
+    images, labels = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,), device="meta")
+    with pytest.raises(ValueError, match="meta"):
+        list(helpers.first_checked(helpers.MnistModel(), [(images, labels)]))
