@@ -3,12 +3,16 @@ on a loopback port, and checks what a reader gets. A page fails on a console err
 anything loaded from another host; an image that does not load, or has no alt text of its own; an internal link or
 anchor that goes nowhere; a language switch that does not land on the same page in the other language, or links to
 the other edition (hreflang) that are missing; a launch button that is not its notebook's own at the site's ref,
-or a second Colab launcher; a footer without the version, the repository, the licence and the issues; the set-up
-cell, or a solution's answer or code, visible without a click; a code block that scrolls sideways at 1280 px; any
-violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's target size) in the light theme or the dark one.
-On a 390 px phone no page scrolls sideways and every header control is at least 24 x 24 px. Keyboard focus shows a
-ring on every control. Searching for DataLoader and for 数据加载器 must list notebook 02, with snippets of the
-page's text alone. Defects planted in a copy of the site must be reported.
+or a second Colab launcher; a footer without the version, the repository, the licence and the issues; a solution's
+answer, or the code of a cell folded in Jupyter (a solution's, the settings and set-up cells', any other) visible
+without a click, or its fold not titled with its Colab title, or that title line shown; two figures of a page with
+the same alt text; a previous/next arrow that is not beside its label; a code block that scrolls sideways at
+1280 px; any violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's target size) in the light theme or the
+dark one. On a 390 px phone no page scrolls sideways, every header control is at least 24 x 24 px, each launch
+button shows its word (Colab, Kaggle, .ipynb) within its name, and a code block that scrolls sideways shows a
+shadow at its edge. Keyboard focus shows a ring on every control. Searching for DataLoader, pin_memory and
+数据加载器 must list notebook 02, with snippets of the page's text alone (no header, no folded settings or set-up
+code). Defects planted in a copy of the site must be reported.
 
 `make site-test` runs this file (SITE_TEST=1) after `make site`, with axe-core from website/axe/package-lock.json
 installed by npm into runs/site-axe/ (AXE_JS names another copy); it builds the site itself when site/ is missing.
@@ -127,6 +131,45 @@ return [...document.querySelectorAll(controls)]
   .filter(e => e.offsetParent !== null).map(e => [e, e.getBoundingClientRect()])
   .filter(([e, r]) => r.width < 24 || r.height < 24)
   .map(([e, r]) => `${e.className || e.tagName} ${Math.round(r.width)}x${Math.round(r.height)}`);"""
+# The titles on the article's folds, as shown (a closed fold shows its summary alone).
+FOLD_TITLES = "return [...document.querySelectorAll('article details > summary')].map(s => s.innerText)"
+# Each figure's alt text (the images of the cells' outputs: not the home page's badges).
+FIGURE_ALTS = "return [...document.querySelectorAll('article .cell_output img')].map(i => i.getAttribute('alt'))"
+# The previous/next links at the foot of a page whose arrow is not beside its label, centred on it.
+PREV_NEXT = """return [...document.querySelectorAll('.prev-next-area a')].map(a => {
+  const arrow = a.querySelector('i, svg'), label = a.querySelector('.prev-next-info');  // Font Awesome's <svg>
+  if (!arrow || !label) return `${a.className}: no arrow or no label`;
+  const i = arrow.getBoundingClientRect(), t = label.getBoundingClientRect(), middle = (i.top + i.bottom) / 2;
+  const beside = a.classList.contains('left-prev') ? i.right <= t.left + 1 : i.left >= t.right - 1;
+  return beside && middle >= t.top && middle <= t.bottom ? null :
+    `${a.className}: arrow at (${Math.round(i.left)}, ${Math.round(i.top)}), its label ` +
+    `${Math.round(t.left)}-${Math.round(t.right)} x ${Math.round(t.top)}-${Math.round(t.bottom)}`;
+}).filter(Boolean);"""
+# Code blocks that scroll sideways without a sign of it: a shadow on the edge with more code (a gradient that
+# scrolls with the content: background-attachment local), once every block has been measured (a frame later).
+SCROLL_HINT = """const done = arguments[arguments.length - 1];
+requestAnimationFrame(() => requestAnimationFrame(() => done(
+  [...document.querySelectorAll('article div.highlight pre')]
+    .filter(p => p.scrollWidth > p.clientWidth + 1)
+    .filter(p => { const s = getComputedStyle(p);
+                   return !(s.backgroundImage.includes('gradient') && s.backgroundAttachment.includes('local')); })
+    .map(p => p.textContent.trim().split(String.fromCharCode(10))[0].slice(0, 60)))));"""
+# The header's buttons: the text each shows (text in a box of more than 1 x 1 px: not the words kept for a screen
+# reader alone) and its accessible name.
+BUTTON_TEXT = """const shownText = a => {
+  const walk = document.createTreeWalker(a, NodeFilter.SHOW_TEXT);
+  let text = '', node;
+  while ((node = walk.nextNode())) {
+    const box = node.parentElement.getBoundingClientRect(), style = getComputedStyle(node.parentElement);
+    if (box.width > 1 && box.height > 1 && style.visibility !== 'hidden') text += node.textContent;
+  }
+  return text.replace(/\\s+/g, ' ').trim();
+};
+return [...document.querySelectorAll('.site-header a')].map(a => ({
+  button: a.className, shown: shownText(a),
+  name: (a.getAttribute('aria-label') || a.textContent).replace(/\\s+/g, ' ').trim()}));"""
+# The words each launch button shows on a phone, in both editions.
+SHORT_LABELS = {"site-colab": "Colab", "site-kaggle": "Kaggle", "site-download": ".ipynb"}
 
 
 @functools.cache
@@ -251,24 +294,38 @@ def _folded_code(cell: dict) -> str:
     return "\n".join(re.findall(r"^```python\n(.*?)^```", source, re.MULTILINE | re.DOTALL))
 
 
+def folded_in_jupyter(cell: dict) -> bool:
+    """A code cell folded in Jupyter (its source hidden): the page folds it too, under its Colab title."""
+    return cell["cell_type"] == "code" and bool(cell["metadata"].get("jupyter", {}).get("source_hidden"))
+
+
+def folded_titles(notebook: Path) -> list[tuple[str, str]]:
+    """The Colab title line of each code cell folded in Jupyter, and the title its fold on the page must show."""
+    cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
+    lines = ["".join(c["source"]).partition("\n")[0] for c in cells if folded_in_jupyter(c)]
+    return [(line, m["title"].replace("`", "")) for line in lines if (m := make_site.TITLE.match(line))]
+
+
 def hidden_lines(notebook: Path) -> dict[str, list[str]]:
     """Lines of a notebook's cells that its page must not show, found by the cells' tags: "removed" (the set-up,
     parameters and machinery cells: not on the page at all), "answers" (the outputs of a solution's code: not on the
-    page at all), "folded" (a solution's code: only after a click). Each is long enough, and in no other text that
-    the page may hold where it is looked for."""
+    page at all), "folded" (a solution's code, and the code of every cell folded in Jupyter: only after a click).
+    Each is long enough, and in no other text that the page may hold where it is looked for."""
     cells = json.loads(notebook.read_text(encoding="utf-8"))["cells"]
     tags = [set(cell["metadata"].get("tags", [])) for cell in cells]
     removed = [i for i, t in enumerate(tags) if REMOVED & t]
     code_hidden = [i for i, t in enumerate(tags) if CODE_HIDDEN & t]
     solutions = [i for i, t in enumerate(tags) if "solution" in t and i not in removed]
     shown = [i for i in range(len(cells)) if i not in removed + solutions]
+    folded = [i for i in shown if i not in code_hidden and folded_in_jupyter(cells[i])]
     source = lambda i: "".join(cells[i]["source"])
     both = lambda i: source(i) + "\n" + _outputs(cells[i])
     visible = lambda i: _outputs(cells[i]) if i in code_hidden else both(i)
+    in_view = [*(both(i) for i in shown if i not in folded), *(_outputs(cells[i]) for i in folded)]
     found = {  # kind: (its text, the text that the page may show where that kind is looked for)
         "removed": ([*map(both, removed), *map(source, code_hidden)], map(visible, shown + solutions)),
         "answers": ([_outputs(cells[i]) for i in solutions], [*map(source, solutions), *map(both, shown)]),
-        "folded": ([_folded_code(cells[i]) for i in solutions], map(both, shown)),
+        "folded": ([_folded_code(cells[i]) for i in solutions + folded], in_view),
     }
     lines = {}
     for kind, (hidden, elsewhere) in found.items():
@@ -326,6 +383,9 @@ def page_problems(browser, base: str, lang: str, page: str) -> list[str]:
         for src, alt in seen["images"]
         if not alt or "_images/" in alt or alt.endswith(".png")
     ]
+    alts = browser.execute_script(FIGURE_ALTS)
+    shared = sorted(alt for alt in set(alts) if alts.count(alt) > 1)
+    problems += [f"{alts.count(alt)} figures share the alt text {alt!r}" for alt in shared]
     problems += [f"section anchor {i!r} means nothing" for i in seen["sections"] if re.fullmatch(r"id\d+", i)]
     if lang == "zh":
         english = re.findall(r'<section\b[^>]*\bid="([^"]+)"', fetch(counterpart)[1].decode())
@@ -341,6 +401,7 @@ def page_problems(browser, base: str, lang: str, page: str) -> list[str]:
     browser.execute_script(UNFOLD)
     wide = browser.execute_script(OVERFLOW)["code"]
     problems += [f"a code block scrolls sideways at 1280 px by {line}" for line in wide]
+    problems += [f"previous/next at 1280 px: {link}" for link in browser.execute_script(PREV_NEXT)]
     for theme in ("light", "dark"):
         problems += axe_violations(browser, theme)
     browser.execute_script("localStorage.clear()")
@@ -368,9 +429,15 @@ def notebook_problems(browser, base: str, lang: str, name: str, seen: dict) -> l
     if fetch(f"{base}{EDITIONS[lang][0]}{name}.html")[1].decode().count("<table") < tables:
         problems.append(f"fewer tables on the page than the notebook's {tables} (a Markdown table left as text)")
     problems += [f"a solution's answer on the page: {line!r}" for line in hidden["answers"] if line in text]
-    problems += [f"a solution shown without a click: {line!r}" for line in hidden["folded"] if line in shown]
+    problems += [f"a folded cell shown without a click: {line!r}" for line in hidden["folded"] if line in shown]
+    summaries = [_words(s) for s in browser.execute_script(FOLD_TITLES)]
+    for line, title in folded_titles(notebook):
+        problems += [f"a folded cell shows its Colab title line: {line!r}"] if _words(line) in text else []
+        problems += [] if _words(title) in summaries else [f"no fold titled {title!r} (folds: {summaries})"]
     unfolded = _words(browser.execute_script(UNFOLD))
-    problems += [f"a solution not shown after a click: {line!r}" for line in hidden["folded"] if line not in unfolded]
+    problems += [
+        f"a folded cell not shown after a click: {line!r}" for line in hidden["folded"] if line not in unfolded
+    ]
     number = int(name[:2])
     if number >= 7 and not seen["optional"]:
         problems.append("not marked optional (07-11 are)")
@@ -387,10 +454,16 @@ def test_page(browser, base, lang, page):
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize(("lang", "query"), [("en", "DataLoader"), ("zh", "数据加载器")])
+# What a search snippet must never hold: the folded settings and set-up cells' code and titles (their Colab marks,
+# their titles doubled by the fold's two prompts).
+NOT_IN_SNIPPETS = ["@markdown", "@param", "@title", "Settings Settings", "设置项 设置项", "import importlib.util"]
+
+
+@pytest.mark.parametrize(("lang", "query"), [("en", "DataLoader"), ("en", "pin_memory"), ("zh", "数据加载器")])
 def test_search_lists_notebook_02(browser, base, lang, query):
     """Sphinx's search, from the static files: the query must list notebook 02 of that edition, with snippets of
-    the pages' text alone (no header buttons, no theme switch), on a page axe finds nothing wrong with."""
+    the pages' text alone (no header buttons, no theme switch, no folded settings or set-up code), on a page axe
+    finds nothing wrong with."""
     prefix = EDITIONS[lang][0]
     browser.get_log("browser")
     browser.get(f"{base}{prefix}search.html?q={quote(query)}")
@@ -415,6 +488,8 @@ def test_search_lists_notebook_02(browser, base, lang, query):
         if w in " ".join(t.split())
     ]
     assert bad == [], "search snippets hold the page's furniture"
+    code = [(t[:80], w) for t in map(_words, browser.execute_script(snippets)) for w in NOT_IN_SNIPPETS if w in t]
+    assert code == [], "search snippets hold folded settings or set-up code"
     console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert console == []
     assert f"{base}{prefix}02_data_loading.html" in [url.partition("?")[0].partition("#")[0] for url in found], found
@@ -434,6 +509,15 @@ def phone_problems(browser, base: str, lang: str, page: str) -> list[str]:
         wide = browser.execute_script(OVERFLOW)["page"]
         problems = [f"the page scrolls sideways at 390 px, by {wide} px"] if wide > 0 else []
         problems += [f"a control under 24 x 24 px at 390 px: {c}" for c in browser.execute_script(SMALL_TARGETS)]
+        hintless = browser.execute_async_script(SCROLL_HINT)
+        problems += [f"a code block scrolls sideways at 390 px with no sign of it: {line!r}" for line in hintless]
+        problems += [f"previous/next at 390 px: {link}" for link in browser.execute_script(PREV_NEXT)]
+        for button in browser.execute_script(BUTTON_TEXT):
+            short = next((w for c, w in SHORT_LABELS.items() if c in button["button"]), None)
+            if not button["shown"] or (short and short not in button["shown"]):
+                problems.append(f"a header button shows {button['shown']!r} at 390 px, not {short or 'its name'!r}")
+            elif button["shown"] not in button["name"]:
+                problems.append(f"a header button's name {button['name']!r} lacks its text {button['shown']!r}")
         table = (
             "const t = document.querySelector('section#the-notebooks table'); return t && "
             "t.getBoundingClientRect().right - t.closest('article').getBoundingClientRect().right"
@@ -532,7 +616,7 @@ PLANTED = {
     ),
     ("zh", "05_training"): (
         lambda html: re.sub(SOLUTION_FOLD, r"\1 open", html, count=1, flags=re.DOTALL),
-        "a solution shown without a click",
+        "a folded cell shown without a click",
         "page",
     ),
     ("en", "04_device_transfer"): (
@@ -573,6 +657,37 @@ PLANTED = {
             "<style>.bd-header-article .site-lang-switch{min-height:0;height:14px;overflow:hidden}</style></head>",
         ),
         "a control under 24 x 24 px at 390 px",
+        "phone",
+    ),
+    ("en", "01_gpu_runtime"): (  # a fold that does not show its cell's title
+        lambda html: html.replace('admonition-title">Settings</p>', 'admonition-title">Show code cell source</p>'),
+        "no fold titled 'Settings'",
+        "page",
+    ),
+    ("en", "07_error_analysis"): (  # every figure with the first one's alt text
+        _in_article(lambda html: re.sub(r'(<img\b[^>]*?\salt=")[^"]*"', r'\1The same words"', html)),
+        "figures share the alt text 'The same words'",
+        "page",
+    ),
+    ("zh", "06_plots"): (
+        lambda html: html.replace("</head>", "<style>.prev-next-area a{display:block}</style></head>"),
+        "previous/next at 1280 px",
+        "page",
+    ),
+    ("en", "02_data_loading"): (  # code that scrolls sideways on a phone with no shadow at its edge
+        lambda html: html.replace(
+            "</head>", "<style>.bd-article div.highlight pre{background:none!important}</style></head>"
+        ),
+        "a code block scrolls sideways at 390 px with no sign of it",
+        "phone",
+    ),
+    ("zh", "03_model"): (  # the header buttons as bare icons, their words for a screen reader alone
+        lambda html: html.replace(
+            "</head>",
+            "<style>.site-header .btn span{position:absolute;width:1px;height:1px;overflow:hidden;"
+            "clip-path:inset(50%)}</style></head>",
+        ),
+        "a header button shows '' at 390 px",
         "phone",
     ),
 }

@@ -144,7 +144,7 @@ def test_page_copy_of_a_notebook(tmp_path, settings):
     path = tmp_path / "03_demo.ipynb"
     write_notebook(path, demo_notebook(settings))
     english = nbformat.read(path, as_version=4)
-    nb, anchors = make_site.page_notebook(path, make_site.EDITIONS["en"], english)
+    nb, anchors, figures = make_site.page_notebook(path, make_site.EDITIONS["en"], english)
     cells = {c.id: c for c in nb.cells}
     assert "Open In Colab" not in cells["c03-00"].source
     assert anchors == [["the-demo"], ["the-loss"]]
@@ -160,6 +160,7 @@ def test_page_copy_of_a_notebook(tmp_path, settings):
     assert {"hide-input", "remove-output"} <= set(solution.metadata["tags"])
     alt = figure.metadata["mystnb"]["image"]["alt"]
     assert alt == "The model's loss falls, epoch by epoch (Figure: Loss vs. No. of epochs)"
+    assert figures == {make_site.figure_file(figure.outputs[0]): alt}  # conf.py gives it by the image file's name
 
 
 def test_chinese_anchors_come_from_the_english_twin(tmp_path):
@@ -169,7 +170,7 @@ def test_chinese_anchors_come_from_the_english_twin(tmp_path):
     chinese = [nbformat.v4.new_markdown_cell("# 03 · 模型\n## 网络结构\n## 多出的一节")]
     chinese[0].id = "c03-00"
     write_notebook(tmp_path / "03_model.ipynb", chinese)
-    _, anchors = make_site.page_notebook(tmp_path / "03_model.ipynb", make_site.EDITIONS["zh"], english)
+    _, anchors, _ = make_site.page_notebook(tmp_path / "03_model.ipynb", make_site.EDITIONS["zh"], english)
     assert anchors == [["the-model"], ["the-network"], ["c03-00-2"]]
 
 
@@ -185,17 +186,78 @@ def test_every_page_has_anchors_for_each_heading_and_the_same_in_both_editions()
         assert not [a for ids in pages["zh"] for a in ids if re.match(r"c\d\d-", a)], name  # none from a cell id
 
 
-def test_figures_alt_text_is_in_the_pages_language():
-    """Every figure of the committed notebooks gets alt text: Chinese on a Chinese page, never a file name."""
+def test_figures_alt_text_is_in_the_pages_language_and_says_which_figure():
+    """Every figure of the committed notebooks gets alt text: Chinese on a Chinese page, never a file name, and no two
+    figures of a page the same (06's three test digits, 09's two traces)."""
     for lang, edition in make_site.EDITIONS.items():
         for name in make_site.notebook_names():
             nb = nbformat.read(edition.notebooks / f"{name}.ipynb", as_version=4)
+            alts = []
             for i, cell in enumerate(nb.cells):
-                if any("image/png" in o.get("data", {}) for o in cell.get("outputs", [])):
-                    alt = make_site.figure_alt(nb.cells, i, edition)
-                    assert len(alt) >= make_site.ALT_LEAST and ".png" not in alt, (name, cell.id, alt)
-                    if lang == "zh":
-                        assert any("\u4e00" <= c <= "\u9fff" for c in alt), (name, cell.id, alt)
+                if any(map(make_site.is_figure, cell.get("outputs", []))):
+                    alts += make_site.figure_alts(nb.cells, i, edition)
+                    for alt in alts:
+                        assert len(alt) >= make_site.ALT_LEAST and ".png" not in alt, (name, cell.id, alt)
+                        assert lang == "en" or any("\u4e00" <= c <= "\u9fff" for c in alt), (name, cell.id, alt)
+            assert len(set(alts)) == len(alts), (lang, name, [a for a in alts if alts.count(a) > 1])
+
+
+def figure_cell(outputs: list) -> list:
+    """Cells of a notebook whose one code cell has `outputs`: ("text", printed) and ("image", None) items."""
+    png = __import__("base64").b64encode(make_site.PNG_START + b"x" + make_site.PNG_END).decode()
+    made = [
+        nbformat.v4.new_output("stream", text=value)
+        if kind == "text"
+        else nbformat.v4.new_output("display_data", {"image/png": png})
+        for kind, value in outputs
+    ]
+    return [nbformat.v4.new_markdown_cell("Then the test images:"), nbformat.v4.new_code_cell("show()", outputs=made)]
+
+
+def test_figure_alt_text_is_specific_to_each_figure():
+    """A figure's alt text: the sentence before it, then what the cell printed just before the figure (or after it,
+    for the cell's one figure), or, where a cell draws several and printed nothing before each, their places."""
+    en, zh = make_site.EDITIONS["en"], make_site.EDITIONS["zh"]
+    printed = figure_cell([("text", "Label: 7 , Predicted: 7\n"), ("image", None)])
+    assert make_site.figure_alts(printed, 1, en) == ["Then the test images (Label: 7 , Predicted: 7)"]
+    assert make_site.figure_alts(printed, 1, zh) == ["Then the test images（Label: 7 , Predicted: 7）"]
+    after = figure_cell([("image", None), ("text", "shape: [1, 28, 28]\nlabel: 5\n")])
+    assert make_site.figure_alts(after, 1, en) == ["Then the test images (shape: [1, 28, 28]; label: 5)"]
+    two = figure_cell([("image", None), ("image", None), ("text", "the whole traces: a.json, b.json\n")])
+    assert make_site.figure_alts(two, 1, en) == [
+        "Then the test images (image 1 of 2)",
+        "Then the test images (image 2 of 2)",
+    ]
+    each = figure_cell([("text", "Label: 1\n"), ("image", None), ("text", "Label: 2\n"), ("image", None)])
+    assert make_site.figure_alts(each, 1, en) == ["Then the test images (Label: 1)", "Then the test images (Label: 2)"]
+    long = figure_cell([("text", "x" * 300 + "\nLabel: 7\n"), ("image", None)])
+    assert make_site.figure_alts(long, 1, en) == ["Then the test images (Label: 7)"]  # its nearest line alone
+
+
+def test_every_cell_folded_in_jupyter_is_folded_under_its_title():
+    """Every code cell that Jupyter shows folded (metadata.jupyter.source_hidden), tagged or not (06's c06-32), in
+    every notebook of both editions: the page folds its code under its Colab title, without the `{ display-mode:
+    "form" }` part, and shows its outputs (a solution's excepted)."""
+    folded = 0
+    for edition in make_site.EDITIONS.values():
+        for name in make_site.notebook_names():
+            path = edition.notebooks / f"{name}.ipynb"
+            english = nbformat.read(REPO / "notebooks" / f"{name}.ipynb", as_version=4)
+            page = make_site.page_notebook(path, edition, english)[0]
+            for cell, copy in zip(nbformat.read(path, as_version=4).cells, page.cells):
+                tags = copy.metadata.get("tags", [])
+                if cell.cell_type != "code" or not cell.metadata.get("jupyter", {}).get("source_hidden"):
+                    continue
+                if "remove-cell" in tags:
+                    continue
+                where, title = (path.name, cell.id), make_site.TITLE.match(cell.source.partition("\n")[0])
+                assert "hide-input" in tags and ("remove-output" in tags) == ("solution" in tags), where
+                assert title, f"{where}: a folded cell without a # @title line"
+                prompt = copy.metadata["mystnb"]["code_prompt_show"]
+                assert prompt == title["title"].replace("`", "") and "display-mode" not in prompt, where
+                assert "# @title" not in copy.source, where
+                folded += 1
+    assert folded >= 2 * 2 * len(make_site.notebook_names())  # the settings and set-up cells at least
 
 
 def test_home_page_is_for_learners():

@@ -15,6 +15,7 @@ from make_site import (  # noqa: E402
     EDITIONS,
     ISSUES,
     REPOSITORY,
+    SHORT,
     VERSION,
     WORK,
     launch_ref,
@@ -89,6 +90,8 @@ def page_links(app, pagename: str, templatename: str, context: dict, doctree) ->
     }
     if pagename in NOTEBOOKS:
         context["site_launch"] = launch_urls(edition, pagename)
+        # each button's name in three parts, its SHORT word in the middle: a phone shows that word alone
+        context["site_labels"] = {key: edition.words[key].partition(word) for key, word in SHORT.items()}
     context["site_words"] = edition.words
     context["site_footer"] = {"version": VERSION, "ref": launch_ref(), "repository": REPOSITORY, "issues": ISSUES}
     context["metatags"] = context.get("metatags", "") + alternates(pagename)
@@ -115,7 +118,18 @@ def name_sections(app, doctree) -> None:
             section["classes"].append("going-further")
 
 
+def figure_alts(app, doctree) -> None:
+    """Give each figure of a notebook's page the alt text make_site.py wrote for it, found by its image file's name
+    (myst-nb names it by its bytes): myst-nb gives every figure of a cell the same one."""
+    alts = json.loads((WORK / edition.lang / "figures.json").read_text(encoding="utf-8")).get(app.env.docname, {})
+    for image in doctree.findall(nodes.image):
+        alt = alts.get(Path(image["uri"]).stem)
+        if alt:
+            image["alt"] = alt
+
+
 def setup(app) -> None:
-    """Connect the site's two hooks."""
+    """Connect the site's hooks."""
     app.connect("html-page-context", page_links)
     app.connect("doctree-read", name_sections, priority=100)  # before Sphinx's collectors (500) read the doctree
+    app.connect("doctree-read", figure_alts)

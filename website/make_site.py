@@ -17,6 +17,7 @@ import base64
 import binascii
 import copy
 import functools
+import hashlib
 import importlib.util
 import json
 import os
@@ -62,6 +63,8 @@ HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
 PLOT_TITLE = re.compile(r"(?:\btitle|suptitle|set_title)\s*[(=]\s*f?([\"'])(.+?)\1")  # a title matplotlib draws
 DEF = re.compile(r"^def (\w+)\(.*?(?=^\S|\Z)", re.MULTILINE | re.DOTALL)  # a function of a cell, to its end
 ALT_LEAST = 12  # characters: a figure's alt text takes sentences from the end of the prose before it, to this many
+PRINTED_MOST = 120  # characters: what a cell printed beside a figure, in its alt text; longer, its nearest line alone
+SHORT = {"colab": "Colab", "kaggle": "Kaggle", "download": ".ipynb"}  # a launch button's word on a phone, both editions
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 
@@ -95,7 +98,7 @@ EDITIONS = {
         readme=REPO / "README.md",
         prefix="",
         words={
-            "colab": "Open in Colab",
+            "colab": "Open in Colab",  # the launch buttons' names; on a phone each shows only its SHORT word
             "kaggle": "Open in Kaggle",
             "download": "Download .ipynb",
             "lesson": "The lesson",
@@ -108,6 +111,8 @@ EDITIONS = {
             "report": "Report a problem",
             "figure": "A figure",
             "titled": " (Figure: {})",  # a plot's own title, in a figure's alt text
+            "printed": " ({})",  # what the figure's cell printed beside it, in its alt text
+            "nth": " (image {} of {})",  # a figure's place among its cell's, in its alt text
         },
         dropped=("As a website", "For maintainers"),
     ),
@@ -135,6 +140,8 @@ EDITIONS = {
             "report": "报告问题",
             "figure": "图表",
             "titled": "（图：{}）",
+            "printed": "（{}）",
+            "nth": "（第 {} 张图，共 {} 张）",
         },
         dropped=("作为网站阅读", "维护者", "渲染成网页", "译文是如何生成的"),
     ),
@@ -322,9 +329,11 @@ def sentences(markdown: str) -> list[str]:
     return [s.strip() for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])(?![）)”」])", text) if s.strip()]
 
 
-def figure_alt(cells: list, index: int, edition: Edition) -> str:
-    """Alt text for the figures a code cell draws, in the page's language: the Markdown sentence before the cell,
-    which says what it shows, and the plot's own title, set in the cell or in a function of the notebook it calls."""
+def figure_alts(cells: list, index: int, edition: Edition) -> list[str]:
+    """Alt text for each figure a code cell draws, in the page's language: the Markdown sentence before the cell,
+    which says what it shows, made specific by the plot's own title (set in the cell or in a function of the notebook
+    it calls); else by what the cell printed just before the figure (or after it, for a cell's one figure: "Label: 7 ,
+    Predicted: 7"); else, where the cell draws several, by the figure's place among them ("image 2 of 3")."""
     before = next((c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"), "")
     said = ""
     for sentence in reversed([s for s in sentences(before) if not s.startswith(("(", "（"))]):  # not an aside
@@ -337,8 +346,43 @@ def figure_alt(cells: list, index: int, edition: Edition) -> str:
     drawn = [code, *(functions[name] for name in dict.fromkeys(re.findall(r"\b(\w+)\(", code)) if name in functions)]
     titles = [title for source in drawn for _, title in PLOT_TITLE.findall(source)]
     named = "; ".join(dict.fromkeys(t for t in titles if t not in said))
-    alt = (said + edition.words["titled"].format(named) if named else said).strip()
-    return alt or edition.words["figure"]
+    outputs = cells[index].get("outputs", [])
+    figures = [k for k, output in enumerate(outputs) if is_figure(output)]
+    alts = []
+    for k in figures:
+        printed = "" if named else printed_beside(outputs, k, alone=len(figures) == 1)
+        specific = edition.words["titled"].format(named) if named else ""
+        specific = edition.words["printed"].format(printed) if printed else specific
+        alts.append((said + specific).strip() or edition.words["figure"])
+    if len(set(alts)) < len(alts):
+        alts = [alt + edition.words["nth"].format(n, len(alts)) for n, alt in enumerate(alts, 1)]
+    return alts
+
+
+def is_figure(output: dict) -> bool:
+    """Whether a cell's output is an image (a figure on the page)."""
+    return any(mime in output.get("data", {}) for mime in ("image/png", "image/jpeg"))
+
+
+def printed_beside(outputs: list, k: int, alone: bool) -> str:
+    """What a cell printed (its standard output) just before output `k`, or, where `alone` (the cell's one figure),
+    just after it: on one line, its nearest line alone where it is long; "" when it printed nothing there."""
+    stdout = lambda j: 0 <= j < len(outputs) and outputs[j].get("name") == "stdout"  # a stream's name
+    near = k - 1 if stdout(k - 1) else k + 1 if alone and stdout(k + 1) else None
+    if near is None:
+        return ""
+    lines = [" ".join(line.split()) for line in outputs[near].get("text", "").splitlines() if line.strip()]
+    text = "; ".join(lines)
+    if len(text) > PRINTED_MOST and lines:
+        text = lines[-1] if near < k else lines[0]
+    return text if 0 < len(text) <= PRINTED_MOST else ""
+
+
+def figure_file(output: dict) -> str:
+    """The name myst-nb gives an image output's file, without its suffix: the SHA-256 of its bytes."""
+    mime = next(m for m in ("image/png", "image/jpeg") if m in output.get("data", {}))
+    data = output["data"][mime]
+    return hashlib.sha256(base64.b64decode("".join(data) if isinstance(data, list) else data)).hexdigest()
 
 
 def check_images(path: Path, nb: nbformat.NotebookNode) -> None:
@@ -388,24 +432,30 @@ def rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
+def folded_in_jupyter(cell: nbformat.NotebookNode) -> bool:
+    """Whether Jupyter shows a code cell folded (its source hidden), as Colab's form cells are."""
+    return cell.cell_type == "code" and bool(cell.metadata.get("jupyter", {}).get("source_hidden"))
+
+
 def page_notebook(
     path: Path, edition: Edition, english: nbformat.NotebookNode
-) -> tuple[nbformat.NotebookNode, list[list[str]]]:
+) -> tuple[nbformat.NotebookNode, list[list[str]], dict[str, str]]:
     """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
 
     machinery and nav cells go; the title's Colab badge goes (the header's Colab button is the page's one); the
     settings cell (tagged parameters) is folded under its title; the set-up cell's code goes and what it printed
     stays, or, where a settings cell comes before it, its code is folded above what it printed; a solution's code
-    is folded and its outputs (the answer) go; a recap's code is folded; a Markdown solution (<details>) stays as
-    written, closed, with the class `solution`. Every heading gets an anchor from its English twin's (Anchors), and
-    the heading of "Going further" first `going-further-<number>`, which conf.py makes a class of its section: those
-    come back with the copy, each heading's in the page's order. A figure gets alt text from the prose before it
-    (figure_alt).
+    is folded and its outputs (the answer) go; a recap's code is folded, and so is any other code cell folded in
+    Jupyter; a Markdown solution (<details>) stays as written, closed, with the class `solution`. Every heading gets
+    an anchor from its English twin's (Anchors), and the heading of "Going further" first `going-further-<number>`,
+    which conf.py makes a class of its section: those come back with the copy, each heading's in the page's order.
+    So does each figure's alt text (figure_alts), by the name of its image file (figure_file), which conf.py gives
+    to each figure; the cell's first figure has it in the copy too.
     """
     nb = copy.deepcopy(read_notebook(path))
     further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
     settings = any("parameters" in c.metadata.get("tags", []) for c in nb.cells)  # the settings in a cell apart
-    anchors = Anchors()
+    anchors, figures = Anchors(), {}
     for index, cell in enumerate(nb.cells):
         tags = list(cell.metadata.get("tags", []))
         if REMOVED & set(tags):
@@ -414,7 +464,7 @@ def page_notebook(
             fold(cell, tags, show_output=True)
         elif "setup" in tags:
             tags.append("remove-input")
-        elif cell.cell_type == "code" and {"solution", "recap"} & set(tags):
+        elif cell.cell_type == "code" and ({"solution", "recap"} & set(tags) or folded_in_jupyter(cell)):
             fold(cell, tags, show_output="solution" not in tags)
         if cell.cell_type == "markdown":
             source = COLAB_BADGE.sub("", cell.source) if index == 0 else cell.source
@@ -426,9 +476,10 @@ def page_notebook(
                 first = next(i for i, (level, _) in enumerate(headings(source)) if level == 2)
                 labels[first].insert(0, f"going-further-{path.stem[:2]}")
             cell.source = source
-        elif any(m in o.get("data", {}) for o in cell.get("outputs", []) for m in ("image/png", "image/jpeg")):
-            image = {"alt": figure_alt(nb.cells, index, edition)}
-            cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | {"image": image}
+        elif "remove-cell" not in tags and any(map(is_figure, cell.get("outputs", []))):
+            alts = figure_alts(nb.cells, index, edition)
+            figures |= dict(zip(map(figure_file, filter(is_figure, cell.outputs)), alts))
+            cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | {"image": {"alt": alts[0]}}
         cell.metadata["tags"] = tags
     if int(path.stem[:2]) >= ADVANCED_FROM:
         first = nb.cells[0]
@@ -436,7 +487,7 @@ def page_notebook(
         at = next(i for i, line in enumerate(lines) if line.startswith("# ")) + 1  # after the title
         lines.insert(at, f'<p class="site-optional">{edition.words["optional"]}</p>\n')
         first.source = "\n".join(lines)
-    return nb, anchors.sections
+    return nb, anchors.sections, figures
 
 
 def _sections(markdown: str) -> list[tuple[int, str, str]]:
@@ -570,14 +621,15 @@ def write_sources(edition: Edition) -> Path:
     shutil.copy(WEBSITE / BADGE, src / BADGE)
     page, anchors = home_page(edition)
     (src / "index.md").write_text(page, encoding="utf-8")
-    sections = {"index": anchors}
+    sections, figures = {"index": anchors}, {}
     for name in notebook_names():
         path = edition.notebooks / f"{name}.ipynb"
         english = read_notebook(REPO / "notebooks" / f"{name}.ipynb")
-        nb, sections[name] = page_notebook(path, edition, english)
+        nb, sections[name], figures[name] = page_notebook(path, edition, english)
         nbformat.write(nb, src / f"{name}.ipynb")
         shutil.copy(path, src / "_extra" / "notebooks" / path.name)  # the download: the notebook as committed
     (src.parent / "anchors.json").write_text(json.dumps(sections, indent=1), encoding="utf-8")
+    (src.parent / "figures.json").write_text(json.dumps(figures, indent=1, ensure_ascii=False), encoding="utf-8")
     if edition.lang == "zh":
         search_dictionary(src.parent / "search-words.txt")
     return src
