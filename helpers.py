@@ -1288,8 +1288,8 @@ class DeviceResidentLoader:
             yield images, self.labels[idx]
 
 
-# Names that left this module in version 2026.12.2, where they went: a set-up cell from an older release (a notebook
-# saved before it) then gets one message that says what happened, not a bare AttributeError.
+# Names that left this module when the notebooks' set-up changed, and where they went: a set-up cell from an older
+# release (a notebook saved before) then gets one message that says what happened, not a bare AttributeError.
 _TO_SETUP = ["check_settings", "DEVICE", "SEED", "PATH", "SWITCH", "SIZES", "SEEDS", "whole"]
 _TO_RUN = ["PIPELINES", "lesson_loaders", "resident_loaders", "check_schedule", "train_lesson"]
 _MOVED = dict.fromkeys(_TO_SETUP, "series_setup") | dict.fromkeys(_TO_RUN, "helpers_run")
@@ -1298,7 +1298,7 @@ _MOVED = dict.fromkeys(_TO_SETUP, "series_setup") | dict.fromkeys(_TO_RUN, "help
 def __getattr__(name: str) -> Any:
     if name in _MOVED:
         raise AttributeError(
-            f"helpers.{name} moved to {_MOVED[name]} in version 2026.12.2: this notebook's first cells come from an "
+            f"helpers.{name} moved to {_MOVED[name]}: this notebook's first cells come from an "
             "older release of the series. Open the notebook of this version (in notebooks/), or copy its first two "
             "cells, the settings and the set-up, into yours"
         )

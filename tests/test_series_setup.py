@@ -314,7 +314,7 @@ def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_m
 def test_a_set_up_cell_from_an_older_release_is_told_what_moved():
     """A notebook saved before 2026.12.2 runs `helpers.check_settings(globals(), device=helpers.DEVICE, ...)`."""
     for name, home in [("check_settings", "series_setup"), ("DEVICE", "series_setup"), ("train_lesson", "helpers_run")]:
-        with pytest.raises(AttributeError, match=f"helpers.{name} moved to {home} in version 2026.12.2: this notebook"):
+        with pytest.raises(AttributeError, match=f"helpers.{name} moved to {home}: this notebook's first cells"):
             getattr(helpers, name)
     with pytest.raises(AttributeError, match="module 'helpers' has no attribute 'nothing_of_the_kind'"):
         helpers.nothing_of_the_kind  # noqa: B018
