@@ -347,7 +347,7 @@ def loader_settings(device: str | torch.device | None = None, cores: int | None 
     to hang notebooks: none.
     """
     device = torch.device(device) if device is not None else get_default_device()
-    cores = cores or os.cpu_count() or 1
+    cores = max(1, os.cpu_count() or 1) if cores is None else max(1, cores)
     workers = min(4, cores - 2) if sys.platform.startswith("linux") and cores > 2 else 0
     return {"num_workers": workers, "pin_memory": device.type == "cuda", "persistent_workers": workers > 0}
 
@@ -821,8 +821,9 @@ def _start_persistent_workers(loader: Any) -> None:
 def _set_rng_state(state: dict, loader: Any) -> None:
     _start_persistent_workers(loader)
     torch.set_rng_state(state["torch"])
-    if state["cuda"] and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if state["cuda"] and torch.cuda.is_available():  # as many GPUs' states as both machines have
+        for index, gpu_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
+            torch.cuda.set_rng_state(gpu_state, index)
     random.setstate(state["python"])
     gen = getattr(loader, "generator", None)
     if gen is not None and state["loader"] is not None:
@@ -1098,9 +1099,8 @@ def plot_losses(history: Sequence[dict]):
 
 
 def plot_accuracies(history: Sequence[dict]):
-    """Training and validation accuracy against epoch; return the Figure (notebook 06)."""
-    keys = {"train_acc": "training (while learning)", "val_acc": "validation"}
-    return _plot_curves(history, keys, "accuracy", "Accuracy vs. No. of epochs")
+    """Validation accuracy against epoch, as the lesson plots it; return the Figure (notebook 06)."""
+    return _plot_curves(history, {"val_acc": "validation"}, "accuracy", "Accuracy vs. No. of epochs")
 
 
 def predict_image(img: torch.Tensor, model: nn.Module, device: str | torch.device | None = None) -> int:

@@ -254,7 +254,8 @@ def train_distributed(
             if world > 1:
                 print(f"{world} processes, each with its share of every batch")
             result = train_lesson(
-                root, device, epochs, lrs, pipeline, limit, save if rank == 0 else None, seed, hidden_size,
+                root, device, epochs=epochs, lrs=lrs, pipeline=pipeline, limit=limit,
+                save=save if rank == 0 else None, seed=seed, hidden_size=hidden_size,
                 rank=rank, world_size=world, progress=None if rank == 0 else False,
                 wrap=partial(_for_training, device=device, amp=amp, compile=compile),
             )  # fmt: skip

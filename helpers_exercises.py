@@ -931,5 +931,9 @@ def _check_mixed_precision(namespace: dict) -> Said:
         wrong(isinstance(results[key], dict) and "test_acc" in results[key], "results[{key!r}] is a whole run; keep "
               "only its test accuracy: run['test_acc']", key=key)  # fmt: skip
     full, half = (accuracy(results[key], f"results[{key!r}]", trained=True) for key in ("float32", low[0]))
+    apart = abs(full - half) * 100
+    wrong(apart > 2, "float32 {full:.4f} and {amp} {half:.4f} are {apart:.2f} points apart, more than rounding moves "
+          "them: train each from a fresh model (helpers.seed_everything(seed) first) with the same schedule, the "
+          "lesson's two phases", full=full, amp=low[0], half=half, apart=apart)  # fmt: skip
     return Said("float32 {full:.4f}, {amp} {half:.4f}: {apart:.2f} points apart", full=full, amp=low[0], half=half,
                 apart=abs(full - half) * 100)  # fmt: skip

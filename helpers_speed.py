@@ -325,7 +325,7 @@ def autocast_dtype(amp: torch.dtype | str | None, device: str | torch.device) ->
 
 
 def scaled_gradients(loss: torch.Tensor, scaler: torch.amp.GradScaler) -> torch.Tensor:
-    """the loss's value, the gradients of scaler.scale(loss)"""
+    """The loss's value, with the gradients of scaler.scale(loss): float16's loss scaling (notebook 11)."""
     scaled = scaler.scale(loss)  # nanoGPT's `scaler.scale(loss)`: the loss times the scale (a disabled scaler: 1)
     return loss.detach() + (scaled - scaled.detach())  # the value of the first term, the gradients of the second
 

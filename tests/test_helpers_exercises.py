@@ -1030,8 +1030,9 @@ def test_11_the_worked_solution_passes(capsys):
         ({"float32": 0.97, "bfloat16": math.nan}, ["results['bfloat16'] is nan"]),
         ({"float32": 0.97, "bfloat16": 0.09}, ["results['bfloat16'] is 0.0900, about what guessing scores"]),
         ((0.97, 0.97), ["results is a tuple; it should be a dict"]),
+        ({"float32": 0.97, "bfloat16": 0.25}, ["float32 0.9700 and bfloat16 0.2500 are 72.00 points apart"]),
     ],
-    ids=["no-float32", "no-16-bit", "the-whole-run", "percent", "nan", "untrained", "a-tuple"],
+    ids=["no-float32", "no-16-bit", "the-whole-run", "percent", "nan", "untrained", "a-tuple", "far-apart"],
 )
 def test_11_mixed_precision_wrong_answers(results, facts, capsys):
     not_yet("11_gpu_speed", 1, {"results": results}, capsys, *facts)
