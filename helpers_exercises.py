@@ -936,4 +936,4 @@ def _check_mixed_precision(namespace: dict) -> Said:
           "them: train each from a fresh model (helpers.seed_everything(seed) first) with the same schedule, the "
           "lesson's two phases", full=full, amp=low[0], half=half, apart=apart)  # fmt: skip
     return Said("float32 {full:.4f}, {amp} {half:.4f}: {apart:.2f} points apart", full=full, amp=low[0], half=half,
-                apart=abs(full - half) * 100)  # fmt: skip
+                apart=apart)  # fmt: skip
