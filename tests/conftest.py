@@ -1,5 +1,5 @@
-"""Shared fixtures: real MNIST, fetched once per machine into the repository's data/ folder; tiny random data and
-its loaders, made the same way in every test file (import them: `from conftest import small_loaders`)."""
+"""Shared fixtures: real MNIST from the repository's data/ folder (`make data` fills it); tiny random data and its
+loaders, made the same way in every test file (import them: `from conftest import small_loaders`)."""
 
 import shutil
 import sys
@@ -15,12 +15,8 @@ sys.path.insert(0, str(REPO))
 matplotlib.use("Agg")
 
 import helpers  # noqa: E402
-import helpers_data  # noqa: E402
 
-
-def mnist_problems(root: Path) -> dict[str, str]:
-    """Problems with the raw MNIST files under `<root>/MNIST/raw`, by file name (empty if all good)."""
-    return helpers_data._check_files(Path(root) / "MNIST" / "raw", helpers_data.MNIST_MD5)
+MNIST_FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte", "t10k-labels-idx1-ubyte"]
 
 
 def translated_paths(lang: str = "zh") -> list[Path]:
@@ -30,9 +26,13 @@ def translated_paths(lang: str = "zh") -> list[Path]:
 
 @pytest.fixture(scope="session")
 def data_root() -> Path:
-    """The repository's data/ root with verified MNIST (fetched through the offline path if missing)."""
+    """The repository's data/ root, with MNIST and Fashion-MNIST in it."""
     root = REPO / "data"
-    helpers_data.ensure_mnist(root)
+    missing = [
+        f"{d}/raw/{n}" for d in ("MNIST", "FashionMNIST") for n in MNIST_FILES if not (root / d / "raw" / n).is_file()
+    ]
+    if missing:
+        pytest.fail(f"data/ lacks {', '.join(missing)}: run `make data` first", pytrace=False)
     return root
 
 
@@ -51,7 +51,7 @@ def raw_copy(data_root, tmp_path) -> Path:
     """A private data root holding copies of the verified raw files, to damage freely."""
     raw = tmp_path / "MNIST" / "raw"
     raw.mkdir(parents=True)
-    for name in helpers_data.MNIST_MD5:
+    for name in MNIST_FILES:
         shutil.copy(data_root / "MNIST" / "raw" / name, raw / name)
     return tmp_path
 
@@ -96,7 +96,6 @@ def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
 def _no_progress_bars(monkeypatch):
     monkeypatch.setenv("HELPERS_PROGRESS", "0")
     monkeypatch.delenv("HELPERS_DEVICE", raising=False)
-    monkeypatch.delenv("MNIST_SOURCE", raising=False)
 
 
 def pytest_collection_modifyitems(config, items):

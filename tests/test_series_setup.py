@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import nbformat
@@ -20,7 +21,6 @@ sys.path.insert(0, str(REPO / "notebooks"))
 
 from serieslib import pages  # noqa: E402
 
-import helpers  # noqa: E402
 import series_setup  # noqa: E402
 
 
@@ -115,6 +115,12 @@ def test_every_notebooks_defaults_pass_and_start_returns_what_its_set_up_cell_na
     said = capsys.readouterr().out.splitlines()
     assert len(said) == len([s for s in series_setup.NOTEBOOKS.values() if s.describe]), "one line a notebook"
     assert all(line.startswith("This run computes on ") and "/" not in line for line in said), "no paths"
+
+
+def test_start_leaves_the_warning_filters_as_it_found_them(no_work):
+    before = list(warnings.filters)
+    series_setup.start("02_data_loading", settings_of("02_data_loading"))
+    assert warnings.filters == before
 
 
 def test_start_seeds_before_returning(no_work):
@@ -273,12 +279,6 @@ def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offl
     assert said.startswith("This run computes on cpu") and "Cannot download" not in said, "the clone's code, offline"
 
 
-def test_helpers_no_longer_holds_the_settings_check():
-    """helpers.py is the lesson's module: the notebooks' settings machinery lives here, in series_setup."""
-    for name in ("check_settings", "Setting", "DEVICE", "SEED", "PATH", "SWITCH", "SIZES", "SEEDS", "whole"):
-        assert not hasattr(helpers, name), name
-
-
 # ---------------------------------------------------------------------------- a fresh tester's cases
 
 
@@ -309,12 +309,3 @@ def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_m
     with pytest.raises(ValueError, match=r"the setting data_root must be None, or a path .* as Linux writes it"):
         series_setup.start("03_model", settings_of("03_model") | {"data_root": typed})
     assert no_work == []
-
-
-def test_a_set_up_cell_from_an_older_release_is_told_what_moved():
-    """A notebook saved before 2026.12.2 runs `helpers.check_settings(globals(), device=helpers.DEVICE, ...)`."""
-    for name, home in [("check_settings", "series_setup"), ("DEVICE", "series_setup"), ("train_lesson", "helpers_run")]:
-        with pytest.raises(AttributeError, match=f"helpers.{name} moved to {home}: this notebook's first cells"):
-            getattr(helpers, name)
-    with pytest.raises(AttributeError, match="module 'helpers' has no attribute 'nothing_of_the_kind'"):
-        helpers.nothing_of_the_kind  # noqa: B018
