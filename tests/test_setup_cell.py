@@ -29,6 +29,7 @@ GIT = [
     "tag.gpgsign=false",
 ]
 
+
 def _commit_and_archive(tree: Path, ref: str, archives: Path, prefix: str) -> None:
     """Commit all of `tree`, and write the commit's zip archive as GitHub serves `ref`'s: archives/<ref>.zip."""
     git = ["git", "-C", str(tree), *GIT]
