@@ -21,7 +21,6 @@ command line (`python helpers_cli.py --help`).
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import io
 import itertools
@@ -682,7 +681,7 @@ def fit(
     run["model"] = type(model).__name__  # a checkpoint resumed by another class (a wrapper, say) says so
     checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
     history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
-    kept = copy.deepcopy(model.state_dict())  # the weights of the last completed epoch, put back on an error
+    kept = _weights_on_cpu(model)  # the weights of the last completed epoch, put back on an error
     try:
         for epoch in range(len(history), epochs):
             t0 = time.perf_counter()
@@ -699,7 +698,7 @@ def fit(
             if not math.isfinite(result["train_loss"] + result["val_loss"]):
                 raise _diverged(epoch, run, result, (train_loader, val_loader), history)
             history.append(result)
-            kept = copy.deepcopy(model.state_dict())
+            kept = _weights_on_cpu(model)
             if checkpoint_path:
                 _save_epoch(checkpoint_path, model, optimizer, history, run, train_loader)
             if verbose:
@@ -718,6 +717,11 @@ def fit(
             error.history = history
         raise
     return history
+
+
+def _weights_on_cpu(model: nn.Module) -> dict[str, torch.Tensor]:
+    """A copy of the model's weights in the CPU's memory, which fit puts back on an error: none on the device."""
+    return {name: tensor.detach().to("cpu", copy=True) for name, tensor in model.state_dict().items()}
 
 
 def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
@@ -784,20 +788,26 @@ def _rng_state(loader: Any) -> dict:
         "torch": torch.get_rng_state(),
         "cuda": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
         "python": random.getstate(),
+        "numpy": _numpy_state(),
         "loader": gen.get_state() if gen is not None else None,
     }
 
 
-def _start_persistent_workers(loader: Any) -> None:
-    """Start a persistent DataLoader's workers now, if they have not started yet.
+def _numpy_state() -> dict:
+    """NumPy's global random state in types a `weights_only` load reads (its key as a tensor)."""
+    _, key, *rest = np.random.get_state()
+    return {"key": torch.from_numpy(key.astype(np.int64)), "rest": [int(rest[0]), int(rest[1]), float(rest[2])]}
 
-    Such a loader draws its workers' base seed from its generator once, when its first iterator is
-    made. Resuming must make that draw before restoring the generator, so that the restored state
-    feeds the shuffles alone. PyTorch has no public way to ask whether the workers have started:
-    this reads the private `DataLoader._iterator` (None until then), which a test pins down.
+
+def _start_persistent_workers(loader: Any) -> None:
+    """Make a persistent DataLoader's iterator now, before its generator is restored.
+
+    Such a loader draws its workers' base seed from its generator once, when its first iterator is made. Resuming
+    must make that draw before restoring the generator, so that the restored state feeds the shuffles alone. Where
+    the workers already run, `iter` only starts a new pass, whose draws the restore then replaces.
     """
     dl = getattr(loader, "dl", loader)
-    if isinstance(dl, DataLoader) and dl.persistent_workers and getattr(dl, "_iterator", True) is None:
+    if isinstance(dl, DataLoader) and dl.persistent_workers:
         iter(dl)
 
 
@@ -808,6 +818,9 @@ def _set_rng_state(state: dict, loader: Any) -> None:
         for index, gpu_state in enumerate(state["cuda"][: torch.cuda.device_count()]):
             torch.cuda.set_rng_state(gpu_state, index)
     random.setstate(state["python"])
+    if state.get("numpy") is not None:
+        numpy = state["numpy"]
+        np.random.set_state(("MT19937", numpy["key"].numpy().astype(np.uint32), *numpy["rest"]))
     gen = getattr(loader, "generator", None)
     if gen is not None and state["loader"] is not None:
         gen.set_state(state["loader"])
@@ -918,6 +931,13 @@ def load_checkpoint(
     anything is loaded, so a checkpoint that does not fit leaves model and optimizer as they were.
     """
     path = Path(path).expanduser()
+    state = _read_checkpoint(path, map_location)
+    _load_into(path, state, model, optimizer)
+    return state
+
+
+def _read_checkpoint(path: Path, map_location: str | torch.device = "cpu") -> dict:
+    """The checkpoint at `path`, read once and checked; a ValueError that says why when it is none."""
     if path.is_dir():
         raise IsADirectoryError(
             f"{path} is a folder, not a checkpoint: give the file's path, such as {path / 'run.ckpt'}"
@@ -940,6 +960,11 @@ def load_checkpoint(
             f"{path} is not a readable checkpoint (truncated, corrupt, or another kind of file): {why}. {fix}"
         ) from err
     _check_checkpoint(path, state)
+    return state
+
+
+def _load_into(path: Path, state: dict, model: nn.Module | None, optimizer: torch.optim.Optimizer | None) -> None:
+    """Load a checked checkpoint into `model` and `optimizer`, after every check that they fit."""
     if model is not None and (problem := _shape_mismatch(state["model"], model)):
         saved = {k: v for k, v in (state.get("hparams") or {}).items() if k.endswith("_size")}
         made = "; it was saved from a model with " + ", ".join(f"{k} = {v}" for k, v in saved.items()) if saved else ""
@@ -948,7 +973,6 @@ def load_checkpoint(
         _load_optimizer(path, state, optimizer)
     if model is not None:
         model.load_state_dict(state["model"])
-    return state
 
 
 def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
@@ -960,7 +984,7 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
     """
     if not Path(path).exists():
         return []
-    saved = load_checkpoint(path)
+    saved = _read_checkpoint(Path(path))
     done, before = saved["epoch"], saved.get("hparams") or {}
     same_run = {k: before.get(k) for k in ("lr", "opt_func")} == {k: hparams[k] for k in ("lr", "opt_func")}
     if not same_run or done > hparams["epochs"]:
@@ -970,7 +994,7 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
             f"{hparams['opt_func']}. A checkpoint belongs to one fit call: give each phase its own "
             "checkpoint_path, or delete the file to start again"
         )
-    load_checkpoint(path, model, optimizer)
+    _load_into(Path(path), saved, model, optimizer)
     if saved.get("rng") is not None:
         _set_rng_state(saved["rng"], loader)
     shown = helpers_data.display_path(Path(path))  # short: relative where it can be

@@ -4,11 +4,13 @@ for bit, refuse bad files with the reason, and survive a full disk or a crash mi
 import copy
 import errno
 import os
+import shutil
 
+import numpy as np
 import pytest
 import torch
-from conftest import cpu_loader, random_images, same_weights
-from torch.utils.data import DataLoader, Subset, TensorDataset
+from conftest import cpu_loader, random_images, same_weights, small_loaders
+from torch.utils.data import Subset
 
 import helpers
 import helpers_data
@@ -33,7 +35,7 @@ def test_round_trip(tmp_path):
     assert (state["epoch"], state["history"], state["seed"], state["hparams"]) == (3, history, 9, {"lr": 0.1})
     momentum = [s["momentum_buffer"] for s in other_opt.state.values()]
     assert momentum and all(torch.equal(a, b["momentum_buffer"]) for a, b in zip(momentum, opt.state.values()))
-    assert set(state["rng"]) == {"torch", "cuda", "python", "loader"}
+    assert set(state["rng"]) == {"torch", "cuda", "python", "numpy", "loader"}
 
 
 def test_crash_mid_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
@@ -158,16 +160,33 @@ def test_cuda_random_state_is_saved_and_restored(tmp_path):
     assert torch.equal(torch.rand(5, device="cuda"), expected)
 
 
-def test_persistent_workers_start_before_the_generator_is_restored():
-    """Pins the private `DataLoader._iterator` that `_start_persistent_workers` reads: fails if torch changes it."""
-    dl = DataLoader(TensorDataset(torch.arange(8.0)), batch_size=4, num_workers=1, persistent_workers=True)
-    assert dl._iterator is None, "torch changed DataLoader._iterator: see helpers._start_persistent_workers"
-    helpers._start_persistent_workers(helpers.DeviceDataLoader(dl, "cpu"))
-    assert dl._iterator is not None
-    started = dl._iterator
-    helpers._start_persistent_workers(dl)
-    assert dl._iterator is started, "started once, not again"
-    del dl, started
+def test_numpy_random_state_is_saved_and_restored(tmp_path):
+    np.random.seed(5)
+    path = helpers.save_checkpoint(tmp_path / "c.ckpt", helpers.MnistModel())
+    expected = np.random.rand(3)
+    np.random.seed(6)
+    helpers._set_rng_state(helpers.load_checkpoint(path)["rng"], None)
+    assert np.array_equal(np.random.rand(3), expected)
+
+
+def test_resuming_reads_the_checkpoint_once(tmp_path, monkeypatch):
+    train, val = small_loaders()
+    path = tmp_path / "run.ckpt"
+    helpers.fit(1, 0.1, helpers.MnistModel(), train, val, checkpoint_path=path, verbose=False)
+    reads = []
+    real_load = torch.load
+    monkeypatch.setattr(torch, "load", lambda *a, **k: reads.append(a[0]) or real_load(*a, **k))
+    helpers.fit(2, 0.1, helpers.MnistModel(), train, val, checkpoint_path=path, verbose=False)
+    assert reads == [path]
+
+
+def test_the_weights_fit_keeps_for_an_error_are_a_copy_in_the_cpus_memory():
+    model = helpers.MnistModel().to(helpers.get_default_device())
+    kept = helpers._weights_on_cpu(model)
+    with torch.no_grad():
+        model.linear1.weight.add_(1)
+    assert all(t.device.type == "cpu" for t in kept.values())
+    assert not torch.equal(kept["linear1.weight"], model.linear1.weight.cpu())
 
 
 # ---------------------------------------------- fit with a checkpoint: resume, one fit call per checkpoint, a full disk
@@ -218,13 +237,18 @@ def test_interrupt_and_resume_equals_uninterrupted_bit_for_bit(mnist, tmp_path, 
         helpers.fit(3, 0.3, model, loader, val, opt_func=_momentum, checkpoint_path=path, verbose=False)
     assert len(info.value.history) == 1 and helpers.load_checkpoint(path)["epoch"] == 1
     assert f"saved in {helpers_data.display_path(path)}" in capsys.readouterr().out  # short, from any working folder
+    copied = shutil.copy(path, tmp_path / "copied.ckpt")
 
-    resumed, loader = _fresh(train_set, device_resident)  # as in a new session
-    history = helpers.fit(3, 0.3, resumed, loader, val, opt_func=_momentum, checkpoint_path=path, verbose=False)
+    resumed, fresh_loader = _fresh(train_set, device_resident)  # as in a new session
+    history = helpers.fit(3, 0.3, resumed, fresh_loader, val, opt_func=_momentum, checkpoint_path=path, verbose=False)
     assert "Resuming from" in capsys.readouterr().out
     assert same_weights(reference, resumed)
     assert [h["val_acc"] for h in history] == [h["val_acc"] for h in ref_history]
     assert [h["train_loss"] for h in history] == [h["train_loss"] for h in ref_history]
+
+    again, _ = _fresh(train_set, device_resident)  # in the same session, with the loader that was interrupted
+    helpers.fit(3, 0.3, again, loader, val, opt_func=_momentum, checkpoint_path=copied, verbose=False)
+    assert same_weights(reference, again)
 
 
 def test_a_checkpoint_belongs_to_one_fit_call(mnist, tmp_path, capsys):
