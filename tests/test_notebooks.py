@@ -343,21 +343,6 @@ def test_every_exercise_has_a_cell_for_the_learner_and_one_folded_solution(path)
     assert not [code for code in codes if code in run_all], "no code cell runs a worked solution"
 
 
-# What issue 37 found missing from three exercise cells: a line each learner's cell now holds.
-SCAFFOLDING = {
-    ("04_device_transfer", 1): "val_images, val_labels = next(iter(DataLoader(val_set, len(val_set))))",
-    ("05_training", 3): "def make_deeper():",  # train_on_device takes a function that builds the model
-    ("06_plots", 1): "fashion_model = helpers.to_device(helpers.MnistModel(784, hidden_size, 10), DEVICE)",
-}
-
-
-@pytest.mark.parametrize("key", SCAFFOLDING, ids=[f"{stem}-q{n}" for stem, n in SCAFFOLDING])
-def test_the_exercise_cells_issue_37_named_hold_what_their_task_needs(key):
-    stem, number = key
-    learner = _learner_cell(nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4), number)
-    assert SCAFFOLDING[key] in _code_lines(learner.source)
-
-
 def test_no_prose_uses_a_solution_before_its_exercise_is_set():
     """A Markdown cell may name "Solution N" only after exercise N is stated (`N. **` in a list, or the heading of
     a notebook's one exercise); 05 explained nn.Sequential "in Solution 3" before setting any exercise."""
@@ -372,16 +357,6 @@ def test_no_prose_uses_a_solution_before_its_exercise_is_set():
                 mention[1] == "1" and before.startswith("## Exercise\n")
             )
             assert set_up, f"{path.stem}: {text[mention.start() - 60 : mention.end()]!r} before exercise {mention[1]}"
-
-
-@pytest.mark.parametrize("path", NOTEBOOKS[1:8], ids=[p.stem for p in NOTEBOOKS[1:8]])
-def test_listings_in_02_to_08_hold_nothing_from_09_to_11(path):
-    nb = nbformat.read(path, as_version=4)
-    later = re.compile(r"autocast|GradScaler|torch\.distributed|\bdist\.|all_reduce|\brank\b|world_size|shard", re.I)
-    for cell in nb.cells:
-        if cell.cell_type == "code" and "show_source(" in cell.source:
-            shown = "".join(o.get("data", {}).get("text/markdown", "") for o in cell.outputs)
-            assert shown.startswith("```python") and not later.findall(shown), (cell.id, later.findall(shown))
 
 
 # ---------------------------------------------------------------------------- committed outputs and metadata
