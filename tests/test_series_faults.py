@@ -105,7 +105,7 @@ def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path)
 
 def test_out_is_refused_where_a_command_has_no_folder(monkeypatch):
     monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
-    refused = "--out is an option of `run`, `prepare` and `bench-report` only; refresh has no folder"
+    refused = "--out is an option of `run`, `prepare`, `bench-report` and `data` only; refresh has no folder"
     with pytest.raises(SystemExit, match=refused):
         series.main(["refresh", "--out", "runs/x"])
 
