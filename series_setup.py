@@ -284,9 +284,20 @@ def _notebook_file(namespace: dict[str, Any]) -> Path | None:
 
 
 def check_code(namespace: dict[str, Any], version: str | None) -> None:
-    """Refuse code that is not the notebook's: another clone's, or another version (each says how to get the right)."""
+    """Refuse code that is not the notebook's: a learner's own `helpers`, another clone's code, or another version
+    (each says how to get the right one).
+
+    The notebook's clone is the one around its file where the kernel knows it, else the one around the working
+    folder (a headless run): a notebook in a clone runs that clone's code, installed with `pip install -e`.
+    """
+    if Path(helpers.__file__).resolve().parent != Path(__file__).resolve().parent:  # installed side by side
+        raise ImportError(
+            f"The `helpers` imported here is {helpers.__file__}, a module of your own with the series' name, not the "
+            f"series' {HERE / 'helpers.py'}. Rename yours (say, to my_helpers.py), restart the kernel, run again"
+        )
     notebook = _notebook_file(namespace)
-    clone = next((p for p in notebook.parents if is_clone(p)), None) if notebook else None
+    around = notebook.parents if notebook else [Path.cwd(), *Path.cwd().parents]
+    clone = next((p for p in around if is_clone(p)), None)
     if clone is not None and clone != HERE:
         raise RuntimeError(
             f"This notebook is in the copy of the series at {clone}, but the series' code was imported from {HERE}. "

@@ -193,6 +193,31 @@ def test_a_notebook_in_another_clone_refuses_this_code_and_says_how_to_use_its_o
     series_setup.start("03_model", here)  # its own clone: fine
 
 
+def test_a_headless_run_in_another_clone_refuses_this_code_before_any_data(no_work, tmp_path, monkeypatch):
+    """papermill gives the kernel no notebook file: the working folder says which clone the notebook is in (a clone
+    installed with `pip install .` looked for data in notebooks/data, and asked for the internet)."""
+    other = _clone(tmp_path / "other")
+    monkeypatch.chdir(other / "notebooks")
+    with pytest.raises(RuntimeError, match=f"%pip install -e {other}"):
+        series_setup.start("03_model", settings_of("03_model"))
+    assert no_work == [] and not (other / "notebooks" / "data").exists()
+
+
+def test_a_learners_own_helpers_module_is_named_with_what_to_rename(no_work, tmp_path):
+    mine = tmp_path / "helpers.py"
+    mine.write_text("def my_function(): pass\n")
+    done = subprocess.run(
+        [sys.executable, "-c", "import helpers, series_setup; series_setup.start('03_model', {'device': None})"],
+        cwd=tmp_path,
+        env=os.environ | {"PYTHONPATH": f"{tmp_path}{os.pathsep}{REPO}"},
+        capture_output=True,
+        text=True,
+    )
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith(f"ImportError: The `helpers` imported here is {mine}, a module of your own"), last
+    assert "Rename yours" in last
+
+
 class _Metadata(dict):
     """What importlib.metadata.metadata returns, for the fields series_setup reads."""
 
@@ -200,8 +225,9 @@ class _Metadata(dict):
         return self.get(name)
 
 
-def test_installed_code_of_another_version_is_refused_with_the_install_of_the_right_one(no_work, monkeypatch):
+def test_installed_code_of_another_version_is_refused_with_the_install_of_the_right_one(no_work, monkeypatch, tmp_path):
     monkeypatch.setattr(series_setup, "HERE", Path("/site-packages"))
+    monkeypatch.chdir(tmp_path)  # as Colab's /content: no clone around
     installed = {"Version": "2026.11.1", "Project-URL": [f"Repository, https://github.com/{pages.GITHUB}"]}
     monkeypatch.setattr(series_setup.importlib.metadata, "metadata", lambda name: _Metadata(installed))
     with pytest.raises(RuntimeError) as raised:

@@ -33,7 +33,7 @@ import importlib.util
 
 if importlib.util.find_spec("series_setup") is None:  # missing here (Colab, Kaggle): install it; PyTorch stays
     %pip install --quiet --no-deps git+https://github.com/$github@v$version
-import helpers  # No module named 'helpers': the line above needs internet (Kaggle: Settings > Internet)
+import helpers  # No module named 'helpers'? Colab, Kaggle: turn internet on. In a clone: %pip install -e ..
 from series_setup import $imports
 
 $names = start("$stem", globals(), version="$version")"""
