@@ -121,6 +121,8 @@ def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_pat
     sends https://github.com/<repository> to a local bare repository tagged v<version>): it installs the modules
     and the files the exercises read, at that version, and no dependency (Colab's PyTorch stays)."""
     site = tmp_path / "site"
+    site.mkdir()
+    (site / "helpers.py").write_text("MINE = True\n")  # a learner's own module of the same name, already there
     arguments = _pip_line()
     assert arguments[:3] == ["install", "--quiet", "--no-deps"], "no dependency: never a second PyTorch"
     env = os.environ | {
@@ -133,12 +135,17 @@ def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_pat
         [sys.executable, "-m", "pip", *arguments, "--target", str(site)], env=env, capture_output=True, text=True
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert {"helpers.py", "helpers_data.py", "helpers_exercises.py", "series_setup.py"} <= {
-        p.name for p in site.glob("*.py")
-    }
+    top = {p.name for p in site.iterdir() if not p.name.endswith(".dist-info")}
+    assert top == {"pytorch_gpu_mnist", "helpers.py"}, "one folder of the series' own, nothing else at the top"
+    assert (site / "helpers.py").read_text() == "MINE = True\n", "the learner's module untouched"
+    (record,) = site.glob("pytorch_gpu_mnist-*.dist-info/RECORD")
+    assert all(line.startswith(("pytorch_gpu_mnist/", "pytorch_gpu_mnist-")) for line in record.read_text().split()), (
+        "pip uninstall removes the series' files alone"
+    )
     assert not (site / "torch").exists() and not list(site.glob("torch-*")), "no PyTorch"
-    check = (
-        "import series_setup, helpers_exercises\n"
+    alone = f"import sys; sys.path = [p for p in sys.path if p != {str(REPO)!r}]\n"  # no clone on the path: Colab
+    check = alone + (
+        "import pytorch_gpu_mnist, series_setup, helpers_exercises\n"
         "print(series_setup.HERE, series_setup.code_version(), series_setup.is_clone(series_setup.HERE))\n"
         "print(len(helpers_exercises.solutions('05_training')))\n"
     )
@@ -150,8 +157,17 @@ def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_pat
         cwd=tmp_path,
     )
     here, version, clone, solutions = ran.stdout.split()
-    assert (here, version, clone) == (str(site), VERSION, "False"), ran.stderr
+    assert (here, version, clone) == (str(site / "pytorch_gpu_mnist"), VERSION, "False"), ran.stderr
     assert int(solutions) >= 1, "the worked solutions, read from the installed notebooks"
+    shadowed = alone + "import pytorch_gpu_mnist, helpers, series_setup; series_setup.start('01_gpu_runtime', {})"
+    ran = subprocess.run(
+        [sys.executable, "-c", shadowed],
+        env=os.environ | {"PYTHONPATH": str(site)},
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert f"The `helpers` imported here is {site / 'helpers.py'}, a module of your own" in ran.stderr
 
 
 class _Kernel:

@@ -32,7 +32,9 @@ SETUP = """\
 import importlib.util
 
 if importlib.util.find_spec("series_setup") is None:  # missing here (Colab, Kaggle): install it; PyTorch stays
-    %pip install --quiet --no-deps git+https://github.com/$github@v$version
+    if importlib.util.find_spec("pytorch_gpu_mnist") is None:
+        %pip install --quiet --no-deps git+https://github.com/$github@v$version
+    importlib.import_module("pytorch_gpu_mnist")  # the series' modules, on Python's path after your own
 import helpers  # No module named 'helpers'? Colab, Kaggle: turn internet on. In a clone: %pip install -e ..
 from series_setup import $imports
 
