@@ -137,8 +137,9 @@ def as_device(device: str | torch.device, source: str = "") -> torch.device:
 
 
 def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
-    """The accelerator if there is one, else the CPU (notebook 01); `prefer` or $HELPERS_DEVICE overrides."""
-    if prefer:
+    """The accelerator if there is one, else the CPU (notebook 01); `prefer` or $HELPERS_DEVICE overrides ("auto",
+    the notebooks' setting for the best here, does not)."""
+    if prefer and prefer != "auto":
         return as_device(prefer)
     if os.environ.get("HELPERS_DEVICE"):
         return as_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
