@@ -738,11 +738,12 @@ def fit(
 ) -> list[dict]:
     """The lesson's `fit` (notebook 05), which loses nothing (notebook 08): one dict per epoch.
 
-    Each dict holds val_loss and val_acc, train_loss (the mean of the steps' losses, over images), train_s
-    and epoch_s. With `checkpoint_path`, a checkpoint of this same call is resumed and every completed epoch
-    saved there. On an error (a NaN loss: `TrainingDiverged`, or `NonFiniteData` when the data holds NaN;
-    Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed epoch, and the
-    error the completed epochs, in `.history`.
+    The history has no entry for the untrained model (the lesson starts its own with `[evaluate(...)]`; a
+    checkpoint records which kind it holds). Each dict holds val_loss and val_acc, train_loss (the mean of the
+    steps' losses, over images), train_s and epoch_s. With `checkpoint_path`, a checkpoint of this same call is
+    resumed and every completed epoch saved there. On an error (a NaN loss: `TrainingDiverged`, or `NonFiniteData`
+    when the data holds NaN; Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed
+    epoch, and the error the completed epochs, in `.history`.
     """
     epochs, lr = check_hparams(epochs, lr, opt_func)
     _check_loaders(epochs, train_loader=train_loader, val_loader=val_loader)
@@ -902,8 +903,12 @@ def save_checkpoint(
     hparams: dict | None = None,
     seed: int | None = None,
     rng: dict | None = None,
+    untrained_first: bool = False,
 ) -> Path:
-    """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08)."""
+    """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08).
+
+    `untrained_first`: the history starts with the untrained model's evaluation, as the lesson's does (notebook 05),
+    not with the first epoch, as fit's does; the file says which, for whoever reads it (notebook 06)."""
     path = Path(path).expanduser()
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -912,6 +917,7 @@ def save_checkpoint(
         "optimizer_class": _optimizer_name(optimizer) if optimizer is not None else None,
         "epoch": int(epoch),
         "history": [dict(h) for h in history],
+        "untrained_first": bool(untrained_first),
         "hparams": hparams,
         "seed": seed,
         "rng": rng if rng is not None else _rng_state(None),

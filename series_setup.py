@@ -18,7 +18,10 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.metadata
+import json
+import os
 import platform
+import sys
 import tomllib
 import warnings
 from collections.abc import Callable
@@ -182,6 +185,7 @@ class Notebook(NamedTuple):
     saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
     work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
     describe: bool = True  # print the line about the device this run computes on
+    claims_work: bool = False  # WORK holds a run this kernel resumes: refused while another live kernel holds it
 
 
 COMMON = {"device": DEVICE_SETTING, "seed": SEED_SETTING}
@@ -218,7 +222,8 @@ NOTEBOOKS = {
             "spread_seeds": SEEDS_SETTING,
             "exercise_epochs": count_setting(1),
         },
-        ("DEVICE", "DATA", "CHECKPOINT", "exercises"),
+        ("DEVICE", "DATA", "CHECKPOINT", "WORK", "exercises"),
+        work="runs/plots",  # where the lesson's torch.save writes: a folder of its own, not the learner's
     ),
     "07_error_analysis": Notebook(
         WITH_DATA | {"hidden_size": count_setting(1), "checkpoint": PATH_SETTING},
@@ -228,6 +233,7 @@ NOTEBOOKS = {
         WITH_DATA | {"progress": SWITCH_SETTING, "work_dir": PATH_SETTING},
         ("DEVICE", "DATA", "WORK", "exercises"),
         work="runs/checkpoint-demo",
+        claims_work=True,
     ),
     "09_cpu_vs_gpu": Notebook(
         WITH_DATA
@@ -342,6 +348,41 @@ def _check_folder(path: Path, setting: str) -> None:
         )
 
 
+KERNEL_MARK = ".series-kernel"  # in a work folder: the notebook and the kernel (process) that use it
+
+
+def _alive(pid: Any) -> bool:
+    """Whether the process `pid` runs on this machine (not asked on Windows, where os.kill would end it)."""
+    if not isinstance(pid, int) or sys.platform == "win32":
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def claim(folder: Path, notebook: str) -> None:
+    """Mark `folder` as this kernel's; refuse it while another kernel on this machine that is still running holds it
+    (two kernels that share a work folder would resume, or replace, each other's runs)."""
+    mark = folder / KERNEL_MARK
+    me = {"notebook": notebook, "pid": os.getpid(), "host": platform.node()}
+    try:
+        other = json.loads(mark.read_text())
+    except (OSError, ValueError):
+        other = {}
+    other = other if isinstance(other, dict) else {}
+    if other.get("host") == me["host"] and other.get("pid") != me["pid"] and _alive(other.get("pid")):
+        raise RuntimeError(
+            f"another kernel (process {other['pid']}) runs {other.get('notebook')} with this work folder, "
+            f"{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
+            "Kernel), or set work_dir to another folder in the settings cell"
+        )
+    mark.write_text(json.dumps(me))
+
+
 # ==================================================================================================
 # start: the one call of every set-up cell
 # ==================================================================================================
@@ -382,6 +423,8 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     if "WORK" in spec.returns:
         made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
         made["WORK"].mkdir(parents=True, exist_ok=True)
+        if spec.claims_work:
+            claim(made["WORK"], notebook)
     if spec.describe:
         print(helpers.describe_run(device))
     if "exercises" in spec.returns:
