@@ -185,7 +185,7 @@ class Notebook(NamedTuple):
     saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
     work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
     describe: bool = True  # print the line about the device this run computes on
-    claims_work: bool = False  # WORK holds a run this kernel resumes: refused while another live kernel holds it
+    runs_in: str = ""  # WORK's subfolder of the runs it resumes: refused while another live kernel holds it
 
 
 COMMON = {"device": DEVICE_SETTING, "seed": SEED_SETTING}
@@ -233,7 +233,7 @@ NOTEBOOKS = {
         WITH_DATA | {"progress": SWITCH_SETTING, "work_dir": PATH_SETTING},
         ("DEVICE", "DATA", "WORK", "exercises"),
         work="runs/checkpoint-demo",
-        claims_work=True,
+        runs_in="08-demo",  # the demo's folder (its first cell names it)
     ),
     "09_cpu_vs_gpu": Notebook(
         WITH_DATA
@@ -348,7 +348,7 @@ def _check_folder(path: Path, setting: str) -> None:
         )
 
 
-KERNEL_MARK = ".series-kernel"  # in a work folder: the notebook and the kernel (process) that use it
+KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
 
 
 def _alive(pid: Any) -> bool:
@@ -367,6 +367,7 @@ def _alive(pid: Any) -> bool:
 def claim(folder: Path, notebook: str) -> None:
     """Mark `folder` as this kernel's; refuse it while another kernel on this machine that is still running holds it
     (two kernels that share a work folder would resume, or replace, each other's runs)."""
+    folder.mkdir(parents=True, exist_ok=True)
     mark = folder / KERNEL_MARK
     me = {"notebook": notebook, "pid": os.getpid(), "host": platform.node()}
     try:
@@ -423,8 +424,8 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     if "WORK" in spec.returns:
         made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
         made["WORK"].mkdir(parents=True, exist_ok=True)
-        if spec.claims_work:
-            claim(made["WORK"], notebook)
+        if spec.runs_in:
+            claim(made["WORK"] / spec.runs_in, notebook)
     if spec.describe:
         print(helpers.describe_run(device))
     if "exercises" in spec.returns:

@@ -396,3 +396,22 @@ def test_the_device_setting_is_auto_by_default_and_still_takes_none_and_a_name(n
     for value, expected in [("auto", best), (None, best), ("cpu", torch.device("cpu"))]:
         device = series_setup.start("01_gpu_runtime", settings_of("01_gpu_runtime") | {"device": value})
         assert device == expected
+
+
+def test_08_in_a_second_kernel_sharing_the_work_folder_is_said_not_resumed_silently(no_work, tmp_path):
+    """Case 4: the second kernel's Ctrl-C demonstration resumed the first's run ("2 of 3 epochs already done")."""
+    namespace = settings_of("08_checkpoints") | {"work_dir": str(tmp_path)}
+    series_setup.start("08_checkpoints", namespace)
+    series_setup.start("08_checkpoints", namespace)  # the same kernel again: its own folder
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        mark = {"notebook": "08_checkpoints", "pid": other.pid, "host": series_setup.platform.node()}
+        (tmp_path / "08-demo" / series_setup.KERNEL_MARK).write_text(json.dumps(mark))
+        with pytest.raises(RuntimeError, match=rf"another kernel \(process {other.pid}\) runs 08_checkpoints with"):
+            series_setup.start("08_checkpoints", namespace)
+    finally:
+        other.kill()
+        other.wait()
+    series_setup.start("08_checkpoints", namespace)  # that kernel has ended: the folder is this one's
+    assert json.loads((tmp_path / "08-demo" / series_setup.KERNEL_MARK).read_text())["pid"] == os.getpid()
+    assert [p.name for p in tmp_path.iterdir()] == ["08-demo"], "nothing in the learner's folder itself"
