@@ -136,8 +136,9 @@ def as_device(device: str | torch.device, source: str = "") -> torch.device:
 
 
 def get_default_device(prefer: str | torch.device | None = None) -> torch.device:
-    """The accelerator if there is one, else the CPU (notebook 01); `prefer` or $HELPERS_DEVICE overrides."""
-    if prefer:
+    """The accelerator if there is one, else the CPU (notebook 01); `prefer` or $HELPERS_DEVICE overrides ("auto",
+    the notebooks' setting for the best here, does not)."""
+    if prefer and prefer != "auto":
         return as_device(prefer)
     if os.environ.get("HELPERS_DEVICE"):
         return as_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
@@ -304,7 +305,17 @@ def load_fashion_mnist(
 def split_dataset(
     dataset: Dataset, val_size: int = LESSON.val_size, seed: int = LESSON.seed, limit: int | None = None
 ) -> tuple[Subset, Subset]:
-    """Seeded random split into (train, validation) (notebook 02): the same on every run; `limit` trains on fewer."""
+    """Seeded random split into (train, validation) (notebook 02): the same on every run; `limit` trains on fewer.
+
+    `val_size` is a number of samples (10000), or a fraction of them (0.2, as scikit-learn's `test_size`)."""
+    if isinstance(val_size, float) and 0 < val_size < 1:
+        val_size = math.ceil(val_size * len(dataset))  # scikit-learn's rounding of test_size
+    if not isinstance(val_size, numbers.Integral) or isinstance(val_size, bool):
+        raise ValueError(
+            f"val_size is how many samples to set aside, such as 10000, or a fraction of them between 0 and 1, such "
+            f"as 0.2; got {val_size!r}"
+        )
+    val_size = int(val_size)
     if not 0 < val_size < len(dataset):
         raise ValueError(
             f"val_size must be between 1 and {len(dataset) - 1} for {len(dataset)} samples, got {val_size}"
@@ -586,7 +597,12 @@ def eval_mode(model: nn.Module) -> Iterator[nn.Module]:
 def evaluate(model: nn.Module, val_loader: Iterable) -> dict[str, float]:
     """The lesson's `evaluate`, in eval mode and without autograd, averaged over images (notebook 05)."""
     with eval_mode(model):
-        outputs = [model.validation_step(batch) for batch in first_checked(model, val_loader)]
+        try:
+            outputs = [model.validation_step(batch) for batch in first_checked(model, val_loader)]
+        except Exception as error:
+            if explained := _explained(error):
+                raise explained from None
+            raise
     result = model.validation_epoch_end(outputs)
     if not math.isfinite(result["val_loss"]) and all(torch.isfinite(p).all() for p in model.parameters()):
         _blame_the_data(val_loader, "validation")
@@ -635,14 +651,50 @@ def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tupl
     return int(epochs), float(lr)
 
 
-def _check_reusable(epochs: int, **loaders: Iterable) -> None:
-    """Refuse an iterator (a generator, say) where fit reads a loader every epoch: it is empty after one pass."""
+def _check_loaders(epochs: int, **loaders: Iterable) -> None:
+    """Refuse what is no loader (None, say), and an iterator (a generator) where fit reads a loader every epoch: it
+    is empty after one pass. Said before the first batch, not after an epoch of training."""
     for name, loader in loaders.items():
+        if not isinstance(loader, Iterable):
+            raise TypeError(
+                f"{name} is {_short(loader)}, not batches fit can go through: fit trains on train_loader and "
+                f"evaluates on val_loader after each epoch; pass a DataLoader (or a list of batches) for each"
+            )
         if epochs > 1 and isinstance(loader, Iterator):
             raise TypeError(
                 f"{name} is an iterator ({type(loader).__name__}), which can be read only once, and fit reads it in "
                 f"each of the {epochs} epochs: pass a DataLoader, or a list of the batches (list(...))"
             )
+
+
+def _short(value: Any) -> str:
+    """`value` as a message names it: None, or its kind."""
+    return "None" if value is None else f"a {type(value).__name__}"
+
+
+def _explained(error: BaseException) -> Exception | None:
+    """The series' one-line error for a raw one that a learner's own model or step meets at its first batch (a
+    forward that returns a tuple, float64 images, a training_step that returns a number), else None."""
+    text = str(error).splitlines()[0] if str(error) else ""
+    if isinstance(error, AttributeError) and text.endswith("object has no attribute 'backward'"):
+        kind = text.split("'")[1]
+        return TypeError(
+            f"training_step returned a {kind}, not the loss tensor, and fit calls loss.backward() on it: return the "
+            "loss itself, such as F.cross_entropy(out, labels), without .item() or float()"
+        )
+    if isinstance(error, TypeError) and "must be Tensor, not tuple" in text:
+        return TypeError(
+            "the model's forward returned a tuple where the lesson's steps want one tensor of scores, [N, classes] "
+            f"({text}): make forward return the scores alone, or take them out of the tuple in training_step and "
+            "validation_step"
+        )
+    if isinstance(error, RuntimeError) and "must have the same dtype" in text and "Double" in text:
+        return TypeError(
+            f"the images and the model's weights differ in precision ({text}): PyTorch's models compute in float32; "
+            "convert the images with images.float() (in the dataset, or a transform), or the model with "
+            "model.double()"
+        )
+    return None
 
 
 def check_save_path(path: str | Path) -> Path:
@@ -668,14 +720,15 @@ def fit(
 ) -> list[dict]:
     """The lesson's `fit` (notebook 05), which loses nothing (notebook 08): one dict per epoch.
 
-    Each dict holds val_loss and val_acc, train_loss (the mean of the steps' losses, over images), train_s
-    and epoch_s. With `checkpoint_path`, a checkpoint of this same call is resumed and every completed epoch
-    saved there. On an error (a NaN loss: `TrainingDiverged`, or `NonFiniteData` when the data holds NaN;
-    Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed epoch, and the
-    error the completed epochs, in `.history`.
+    The history has no entry for the untrained model (the lesson starts its own with `[evaluate(...)]`; a
+    checkpoint records which kind it holds). Each dict holds val_loss and val_acc, train_loss (the mean of the
+    steps' losses, over images), train_s and epoch_s. With `checkpoint_path`, a checkpoint of this same call is
+    resumed and every completed epoch saved there. On an error (a NaN loss: `TrainingDiverged`, or `NonFiniteData`
+    when the data holds NaN; Ctrl-C: `TrainingInterrupted`; ...) the model keeps the weights of the last completed
+    epoch, and the error the completed epochs, in `.history`.
     """
     epochs, lr = check_hparams(epochs, lr, opt_func)
-    _check_reusable(epochs, train_loader=train_loader, val_loader=val_loader)
+    _check_loaders(epochs, train_loader=train_loader, val_loader=val_loader)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
     run["model"] = type(model).__name__  # a checkpoint resumed by another class (a wrapper, say) says so
@@ -715,6 +768,8 @@ def fit(
         model.load_state_dict(kept)
         if isinstance(error, NonFiniteData):
             error.history = history
+        if explained := _explained(error):
+            raise explained from None
         raise
     return history
 
@@ -844,8 +899,12 @@ def save_checkpoint(
     hparams: dict | None = None,
     seed: int | None = None,
     rng: dict | None = None,
+    untrained_first: bool = False,
 ) -> Path:
-    """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08)."""
+    """Save model, optimizer, epoch, history, seed and RNG states, atomically (notebook 08).
+
+    `untrained_first`: the history starts with the untrained model's evaluation, as the lesson's does (notebook 05),
+    not with the first epoch, as fit's does; the file says which, for whoever reads it (notebook 06)."""
     path = Path(path).expanduser()
     state = {
         "format": CHECKPOINT_FORMAT,
@@ -854,6 +913,7 @@ def save_checkpoint(
         "optimizer_class": _optimizer_name(optimizer) if optimizer is not None else None,
         "epoch": int(epoch),
         "history": [dict(h) for h in history],
+        "untrained_first": bool(untrained_first),
         "hparams": hparams,
         "seed": seed,
         "rng": rng if rng is not None else _rng_state(None),

@@ -786,6 +786,12 @@ def _check_fashion_accuracy(namespace: dict) -> Said:
 def _sure(namespace: dict) -> dict:
     """What 07's check compares with: each test image's confidence, and whether the model got it right."""
     predictions = need(namespace, "predictions")
+    parts = ("labels", "preds", "probs")
+    wrong(not isinstance(predictions, dict) or not all(hasattr(predictions.get(k), "shape") for k in parts)
+          or predictions["probs"].dim() != 2, "predictions is no longer what helpers.predict_loader returned (it is "
+          "a {kind}): a cell gave the name to something else. Run again the cell that makes it, predictions = "
+          "helpers.predict_loader(model, test_loader), or give your own a name of its own",
+          kind=_kind(predictions))  # fmt: skip
     right = predictions["preds"] == predictions["labels"]
     return {"confidence": predictions["probs"].max(dim=1).values, "right": right, "all_right": int(right.sum())}
 

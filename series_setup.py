@@ -18,7 +18,10 @@ from __future__ import annotations
 import ast
 import difflib
 import importlib.metadata
+import json
+import os
 import platform
+import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -58,8 +61,9 @@ def count_setting(low: int = 1, high: int | None = None, none: bool = False) -> 
     )
 
 
+AUTO = "auto"  # the device setting's choice of the best device here (None, its older spelling, still means it)
 DEVICE_SETTING = Accepts(
-    "None, or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
+    "'auto' (the best here), or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
     lambda v: v is None or (isinstance(v, str) and bool(v.strip())) or isinstance(v, helpers.torch.device),
 )
 
@@ -101,23 +105,38 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
             "saved elsewhere has it, as has the series' own copy"
         )
     for name, (words, ok) in accepts.items():
-        value = namespace.get(name)
-        if not ok(value):
-            headless = (
-                f"-y '{name}: [1, 2]' (papermill reads a list as YAML)" if "list" in words else f"-p {name} VALUE"
+        if name not in namespace:
+            raise ValueError(
+                f"the setting {name} is not defined: its line in the settings cell at the top is missing (deleted or "
+                f"commented out). Put it back, `{name} = ...` with the value you want, then run the notebook from "
+                "the top"
             )
+        value = namespace[name]
+        if isinstance(value, str) and value.strip().lower() in ("none", "null") and "None" in words:
+            raise ValueError(
+                f"the setting {name} is the text {value!r}, in quotes; for None write None without quotes. Change "
+                f"it in the settings cell at the top of the notebook (or pass -p {name} None to a headless run)"
+            )
+        if not ok(value):
+            if "list" in words:
+                headless = f"-y '{name}: [1, 2]' (papermill reads a list as YAML)"
+            elif "path" in words and isinstance(value, (int, float)):  # `-p data_root 2024` reads a number
+                headless = f"-r {name} {value} (-r passes its value as text; -p reads {value} as a number)"
+            else:
+                headless = f"-p {name} VALUE"
             raise ValueError(
                 f"the setting {name} must be {words}; it is {_shown(value)}. Change it in the settings cell at the "
                 f"top of the notebook (or pass another to a headless run: {headless})"
             )
-    if "device" in accepts and namespace.get("device") is not None:
+    if "device" in accepts and namespace.get("device") not in (None, AUTO):
         helpers.as_device(namespace["device"], " (the setting device)")
 
 
 def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     """Refuse a name the settings cell sets that is no setting of the notebook (`sede = 7` beside `seed`), read from
     the cell as the kernel last ran it (IPython's input history)."""
-    ran = [source for source in namespace.get("In") or [] if source.lstrip().startswith("# @title Settings")]
+    titles = ("# @title Settings", "# @title 设置项")  # the settings cell's title, in each edition
+    ran = [source for source in namespace.get("In") or [] if source.lstrip().startswith(titles)]
     if not ran:
         return
     try:
@@ -125,12 +144,20 @@ def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     except SyntaxError:
         return  # Python itself has said what is wrong, when the cell ran
     names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
+    ran_after = (source for source in namespace["In"][namespace["In"].index(ran[-1]) :])
+    injected = "\n".join(source for source in ran_after if source.lstrip().startswith("# Parameters"))  # papermill's
     for name in (n for n in names if n not in accepts):
         close = difflib.get_close_matches(name, list(accepts), n=1, cutoff=0.6)
         raise ValueError(
             f"the settings cell sets {name}, which is not a setting of this notebook"
             + (f": did you mean {close[0]}?" if close else "")
             + f" Its settings are {', '.join(accepts)}; change the name in the settings cell, then run it again"
+        )
+    for name in (n for n in accepts if n not in names and n in namespace and f"{n} =" not in injected):
+        raise ValueError(
+            f"the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
+            f"holds {name} = {_shown(namespace[name])} from an earlier run: put the line back with the value you "
+            "want, then run the notebook from the top"
         )
 
 
@@ -157,6 +184,7 @@ class Notebook(NamedTuple):
     saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
     work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
     describe: bool = True  # print the line about the device this run computes on
+    runs_in: str = ""  # WORK's subfolder of the runs it resumes: refused while another live kernel holds it
 
 
 COMMON = {"device": DEVICE_SETTING, "seed": SEED_SETTING}
@@ -193,7 +221,8 @@ NOTEBOOKS = {
             "spread_seeds": SEEDS_SETTING,
             "exercise_epochs": count_setting(1),
         },
-        ("DEVICE", "DATA", "CHECKPOINT", "exercises"),
+        ("DEVICE", "DATA", "CHECKPOINT", "WORK", "exercises"),
+        work="runs/plots",  # where the lesson's torch.save writes: a folder of its own, not the learner's
     ),
     "07_error_analysis": Notebook(
         WITH_DATA | {"hidden_size": count_setting(1), "checkpoint": PATH_SETTING},
@@ -203,6 +232,7 @@ NOTEBOOKS = {
         WITH_DATA | {"progress": SWITCH_SETTING, "work_dir": PATH_SETTING},
         ("DEVICE", "DATA", "WORK", "exercises"),
         work="runs/checkpoint-demo",
+        runs_in="08-demo",  # the demo's folder (its first cell names it)
     ),
     "09_cpu_vs_gpu": Notebook(
         WITH_DATA
@@ -317,6 +347,53 @@ def _path(value: str | Path | None, default: str, folder: Path) -> Path:
     return path if path.is_absolute() else folder / path
 
 
+def _check_folder(path: Path, setting: str) -> None:
+    """Refuse a folder setting that names a file (or a path through one), saying what to give instead."""
+    file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        instead = f"the folder that holds it ({file.parent}), or another folder" if file == path else "another folder"
+        raise ValueError(
+            f"the setting {setting} is a folder, and {file} is a file: give {instead}. Change it in the settings cell "
+            "at the top of the notebook"
+        )
+
+
+KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
+
+
+def _alive(pid: Any) -> bool:
+    """Whether the process `pid` runs on this machine (not asked on Windows, where os.kill would end it)."""
+    if not isinstance(pid, int) or sys.platform == "win32":
+        return False
+    try:
+        os.kill(pid, 0)  # signal 0: only asks
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        return True
+    return True
+
+
+def claim(folder: Path, notebook: str) -> None:
+    """Mark `folder` as this kernel's; refuse it while another kernel on this machine that is still running holds it
+    (two kernels that share a work folder would resume, or replace, each other's runs)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    mark = folder / KERNEL_MARK
+    me = {"notebook": notebook, "pid": os.getpid(), "host": platform.node()}
+    try:
+        other = json.loads(mark.read_text())
+    except (OSError, ValueError):
+        other = {}
+    other = other if isinstance(other, dict) else {}
+    if other.get("host") == me["host"] and other.get("pid") != me["pid"] and _alive(other.get("pid")):
+        raise RuntimeError(
+            f"another kernel (process {other['pid']}) runs {other.get('notebook')} with this work folder, "
+            f"{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
+            "Kernel), or set work_dir to another folder in the settings cell"
+        )
+    mark.write_text(json.dumps(me))
+
+
 # ==================================================================================================
 # start: the one call of every set-up cell
 # ==================================================================================================
@@ -337,9 +414,12 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     check_settings(namespace, spec.settings)
     folder = series_folder()
     given = {name: namespace.get(name) for name in spec.settings}
-    device = helpers.get_default_device(given["device"])
+    device = helpers.get_default_device(given["device"])  # "auto" (or None): the best here
     helpers.seed_everything(given["seed"])
     made: dict[str, Any] = {"DEVICE": device}
+    for name, default in (("data_root", "data"), ("work_dir", spec.work)):
+        if name in given:
+            _check_folder(_path(given[name], default, folder), name)
     if "data_root" in given:
         made["DATA"] = _path(given["data_root"], "data", folder)
         helpers_data.ensure_mnist(made["DATA"], setting="data_root")
@@ -353,6 +433,8 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     if "WORK" in spec.returns:
         made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
         made["WORK"].mkdir(parents=True, exist_ok=True)
+        if spec.runs_in:
+            claim(made["WORK"] / spec.runs_in, notebook)
     if spec.describe:
         print(helpers.describe_run(device))
     if "exercises" in spec.returns:

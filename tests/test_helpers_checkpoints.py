@@ -5,7 +5,9 @@ import copy
 import errno
 import os
 import shutil
+from pathlib import Path
 
+import nbformat
 import numpy as np
 import pytest
 import torch
@@ -381,3 +383,66 @@ def test_a_checkpoint_of_a_ddp_model_says_how_to_strip_module(tmp_path):
     torch.save(state, tmp_path / "ddp.ckpt")
     with pytest.raises(ValueError, match=r"its keys start with 'module.': it was saved from a model wrapped in Dist"):
         helpers.load_checkpoint(tmp_path / "ddp.ckpt", helpers.MnistModel())
+
+
+# ---------------------------------------------------------------------------- files passed between notebooks (issue 54)
+
+NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
+
+
+def _cells(stem: str, *ids: str) -> str:
+    """The source of the code cells `ids` of the English notebook `stem`, in order."""
+    cells = {c.get("id"): c for c in nbformat.read(NOTEBOOKS / f"{stem}.ipynb", as_version=4).cells}
+    return "\n".join(cells[i].source for i in ids)
+
+
+def _run_06s_loading_cell(checkpoint: Path) -> tuple[list, list]:
+    """06's cell that loads 05's model and history, run on `checkpoint`: (the history it keeps, the fits it ran)."""
+    fits = []
+    namespace = {
+        "helpers": helpers, "CHECKPOINT": checkpoint, "device": "cpu", "input_size": 784, "hidden_size": 32,
+        "num_classes": 10, "train_loader": None, "val_loader": None, "to_device": helpers.to_device,
+        "MnistModel": lambda in_size, hidden_size, out_size: helpers.MnistModel(in_size, hidden_size, out_size),
+        "evaluate": lambda model, loader: {"val_loss": 2.3, "val_acc": 0.1},
+        "fit": lambda epochs, lr, *args: fits.append((epochs, lr)) or [{"val_loss": 0.1, "val_acc": 0.97}] * epochs,
+    }  # fmt: skip
+    exec(_cells("06_plots", "c06-32"), namespace)
+    return namespace["history"], fits
+
+
+def test_a_history_without_the_untrained_model_is_not_read_by_06_as_05s(tmp_path, capsys):
+    """Case 3: a checkpoint of helpers.fit for 3 epochs was read by 06 as "its history (2 epochs)", its plots
+    starting at a trained epoch. The file says which kind of history it holds; 06 keeps only 05's kind."""
+    train, val = cpu_loader(*random_images(128), shuffle=True), cpu_loader(*random_images(64, seed=1))
+    path = tmp_path / "fit.ckpt"
+    helpers.fit(3, 0.5, helpers.MnistModel(), train, val, checkpoint_path=path, progress=False, verbose=False)
+    assert helpers.load_checkpoint(path)["untrained_first"] is False
+    history, fits = _run_06s_loading_cell(path)
+    said = capsys.readouterr().out
+    assert "(2 epochs)" not in said and "the history has no untrained epoch 0" in said
+    assert fits == [(5, 0.5), (5, 0.1)] and len(history) == 11, "trained again, as 05 does, from epoch 0"
+
+    lesson = tmp_path / "lesson.ckpt"  # as 05 saves it
+    history_05 = [{"val_loss": 2.3, "val_acc": 0.1}] + [{"val_loss": 0.2, "val_acc": 0.96}] * 10
+    helpers.save_checkpoint(lesson, helpers.MnistModel(), history=history_05, untrained_first=True)
+    history, fits = _run_06s_loading_cell(lesson)
+    assert fits == [] and history == history_05 and "its history (10 epochs)" in capsys.readouterr().out
+
+
+def test_06_saves_the_lessons_file_in_its_own_folder_and_keeps_the_learners(tmp_path, monkeypatch):
+    """Case 1: the lesson's `torch.save(model.state_dict(), 'mnist-feedforward.pth')` replaced, without a word, the
+    file of that name a learner who did the original lesson has beside the notebook."""
+    beside, work = tmp_path / "notebooks", tmp_path / "runs" / "plots"
+    beside.mkdir()
+    work.mkdir(parents=True)
+    (beside / "mnist-feedforward.pth").write_bytes(b"the learner's own weights")
+    monkeypatch.chdir(beside)
+    model = helpers.MnistModel()
+    cells = nbformat.read(NOTEBOOKS / "06_plots.ipynb", as_version=4).cells
+    ids = [c.get("id") for c in cells]
+    between = cells[ids.index("c06-20") + 1 : ids.index("c06-21") + 1]  # from the text to the lesson's save
+    exec("\n".join(c.source for c in between if c.cell_type == "code"), {"os": os, "torch": torch, "model": model,
+                                                                          "WORK": work})  # fmt: skip
+    assert (beside / "mnist-feedforward.pth").read_bytes() == b"the learner's own weights"
+    saved = torch.load(work / "mnist-feedforward.pth", weights_only=True)
+    assert all(torch.equal(saved[k], v) for k, v in model.state_dict().items())

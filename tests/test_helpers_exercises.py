@@ -1174,3 +1174,11 @@ def test_a_solution_shows_its_editions_code_comments(capsys):
     (q1,) = helpers_exercises.exercises("07_error_analysis", {}, lang="zh")
     q1.solution()
     assert capsys.readouterr().out.rstrip().endswith(chinese)
+
+
+@pytest.mark.parametrize("reused", [torch.zeros(5, 3), {"preds": 1}, [1, 2]])
+def test_07_a_scratch_cell_that_reuses_predictions_is_named_with_the_cell_to_run_again(reused, capsys):
+    """Issue 54, case 10: the check said "the check raised IndexError: too many indices" and never named it."""
+    answered = {0.5: (1, 1), 0.9: (1, 1), 0.99: (1, 1)}
+    says = ("predictions is no longer what helpers.predict_loader returned", "predictions = helpers.predict_loader")
+    not_yet("07_error_analysis", 1, {"predictions": reused, "answered": answered}, capsys, *says)

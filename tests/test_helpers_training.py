@@ -601,3 +601,70 @@ def test_labels_on_another_device_than_the_model_get_the_devices_message():
     images, labels = torch.rand(8, 1, 28, 28), torch.randint(0, 10, (8,), device="meta")
     with pytest.raises(ValueError, match="meta"):
         list(helpers.first_checked(helpers.MnistModel(), [(images, labels)]))
+
+
+# ---------------------------------------------- a learner's own code: helpers' own one-line errors (issue 54, 16-20)
+
+
+class TwoOutputs(helpers.ImageClassificationBase):
+    """A model whose forward returns (scores, features), as some tutorials' models do."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(784, 10)
+
+    def forward(self, xb):
+        return self.linear(xb.flatten(1)), xb
+
+
+class NumberStep(helpers.Classifier):
+    """The lesson's step with `.item()` at its end: it returns a float."""
+
+    def training_step(self, batch):
+        return super().training_step(batch).item()
+
+
+def test_a_forward_that_returns_a_tuple_is_said_in_one_line_with_the_fix():
+    train, val = small_loaders(128)
+    for call in (lambda m: helpers.fit(1, 0.5, m, train, val, progress=False), lambda m: helpers.evaluate(m, val)):
+        with pytest.raises(TypeError, match=r"^the model's forward returned a tuple.*scores alone") as caught:
+            call(TwoOutputs())
+        assert caught.value.__cause__ is None and "\n" not in str(caught.value)
+
+
+def test_float64_images_with_a_float32_model_say_to_convert_the_images():
+    x, y = random_images(128)
+    loader = cpu_loader(x.double(), y)
+    model = helpers.Classifier(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)))
+    before = copy.deepcopy(model)
+    with pytest.raises(TypeError, match=r"differ in precision.*images\.float\(\)"):
+        helpers.fit(1, 0.5, model, loader, loader, progress=False)
+    assert same_weights(model, before)
+
+
+def test_a_training_step_that_returns_a_number_says_to_return_the_loss_tensor():
+    train, val = small_loaders(128)
+    model = NumberStep(nn.Sequential(nn.Flatten(), nn.Linear(784, 10)))
+    with pytest.raises(TypeError, match=r"training_step returned a float, not the loss tensor.*without \.item\(\)"):
+        helpers.fit(1, 0.5, model, train, val, progress=False)
+
+
+@pytest.mark.parametrize("val_loader", [None, 3])
+def test_fit_without_a_validation_loader_is_refused_before_the_first_batch(val_loader):
+    train, _ = small_loaders(128)
+    model = helpers.MnistModel()
+    steps = []
+    model.register_forward_hook(lambda *args: steps.append(1))
+    with pytest.raises(TypeError, match=r"^val_loader is (None|a int), not batches fit can go through"):
+        helpers.fit(2, 0.5, model, train, val_loader, progress=False)
+    assert not steps, "refused before any step"
+
+
+def test_split_dataset_takes_a_fraction_as_scikit_learn_does_and_refuses_other_numbers_by_name():
+    data = TensorDataset(*random_images(100))
+    train, val = helpers.split_dataset(data, val_size=0.2)
+    assert (len(train), len(val)) == (80, 20)
+    assert len(helpers.split_dataset(data, val_size=0.333)[1]) == 34  # rounded up, as scikit-learn's test_size
+    for bad in (1.5, "20", None):
+        with pytest.raises(ValueError, match=r"^val_size is how many samples.*such as 0\.2; got"):
+            helpers.split_dataset(data, val_size=bad)

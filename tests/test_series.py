@@ -149,7 +149,7 @@ def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
     for path in (folder / "03_model.ipynb", folder / "zh" / "03_model.ipynb"):
         adopted = nbformat.read(path, as_version=4)
         code = [c for c in adopted.cells if c.cell_type == "code"]
-        assert not pages.tagged(adopted, "metrics") and pages.settings(adopted)["device"] is None
+        assert not pages.tagged(adopted, "metrics") and pages.settings(adopted)["device"] == "auto"
         assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2, "no results, no injected cell"
         assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
         assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]

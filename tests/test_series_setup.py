@@ -50,7 +50,7 @@ BAD = [
     ("exercise_limit", 10**5000, "it is a whole number of about 5,000 digits"),
     ("data_root", "", "None, or a path"),
     ("progress", "yes", "None, True or False; it is 'yes'"),
-    ("device", 3, "None, or a device name such as 'cpu'"),
+    ("device", 3, "'auto' (the best here), or a device name such as 'cpu'"),
 ]
 
 
@@ -335,3 +335,100 @@ def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_m
     with pytest.raises(ValueError, match=r"the setting data_root must be None, or a path .* as Linux writes it"):
         series_setup.start("03_model", settings_of("03_model") | {"data_root": typed})
     assert no_work == []
+
+
+# ---------------------------------------------------------------------------- round 6 (issue 54)
+
+
+def ran(cell: str, namespace: dict) -> dict:
+    """`namespace` as a kernel holds it after running the settings cell `cell` (IPython's `In` records it)."""
+    return namespace | {"In": ["", cell]}
+
+
+def settings_cell_of(stem: str) -> str:
+    return pages.settings_cell(nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)).source
+
+
+def test_none_typed_in_quotes_is_refused_naming_it_not_taken_as_a_folder_called_none(no_work):
+    """Case 5: `checkpoint = "None"` became <repository>/None, which 06 and 07 never found."""
+    for text in ("None", "none", "null"):
+        with pytest.raises(ValueError, match=rf"the setting checkpoint is the text '{text}', in quotes; for None"):
+            series_setup.start("05_training", settings_of("05_training") | {"checkpoint": text})
+    assert no_work == []
+
+
+def test_a_setting_commented_out_in_a_live_kernel_is_said_not_kept_silently(no_work):
+    """Case 6: `seed = 7`, then its line commented out to go back to the default: the kernel kept 7, without a word."""
+    cell = settings_cell_of("03_model").replace("seed = 42", "# seed = 42")
+    with pytest.raises(ValueError, match=r"no longer sets seed \(its line is commented out.*holds seed = 7"):
+        series_setup.start("03_model", ran(cell, settings_of("03_model") | {"seed": 7}))
+    assert no_work == []
+    series_setup.start("03_model", ran(settings_cell_of("03_model"), settings_of("03_model") | {"seed": 7}))
+
+
+def test_papermills_own_cell_after_the_settings_cell_counts_as_setting_them(no_work):
+    cell = settings_cell_of("03_model")
+    namespace = settings_of("03_model") | {"seed": 7, "In": ["", cell, "# Parameters\nseed = 7\n"]}
+    series_setup.start("03_model", namespace)
+
+
+def test_a_setting_whose_line_is_gone_is_named_before_any_work(no_work):
+    """Case 13: 05's `exercise_limit` commented out: accepted, then a NameError in the exercises' data cell."""
+    namespace = {k: v for k, v in settings_of("05_training").items() if k != "exercise_limit"}
+    with pytest.raises(ValueError, match=r"^the setting exercise_limit is not defined: its line in the settings cell"):
+        series_setup.start("05_training", namespace)
+    assert no_work == []
+
+
+@pytest.mark.parametrize(("name", "value"), [("data_root", 2024), ("checkpoint", 2.5)])
+def test_a_number_for_a_path_tells_papermill_users_to_pass_it_with_r(name, value, no_work):
+    """Case 9: `-p data_root 2024` refused as a number, then told to use -p again, which gives the same number."""
+    with pytest.raises(ValueError, match=rf"headless run: -r {name} {value} \(-r passes its value as text"):
+        series_setup.start("05_training", settings_of("05_training") | {name: value})
+
+
+def test_a_folder_setting_that_names_a_file_asks_for_its_folder_and_never_to_remove_it(no_work, tmp_path):
+    """Case 11: data_root pointing at mnist.zip was told to "remove or rename" the learner's file."""
+    archive = tmp_path / "mnist.zip"
+    archive.write_bytes(b"a learner's file")
+    for name, stem, typed in [
+        ("data_root", "03_model", archive),
+        ("data_root", "03_model", archive / "inside"),
+        ("work_dir", "08_checkpoints", archive),
+    ]:
+        with pytest.raises(ValueError) as refused:
+            series_setup.start(stem, settings_of(stem) | {name: str(typed)})
+        message = str(refused.value)
+        assert message.startswith(f"the setting {name} is a folder, and {archive} is a file: give ")
+        assert "remove" not in message and "rename" not in message
+        if typed == archive:
+            assert f"the folder that holds it ({tmp_path})" in message
+    assert archive.read_bytes() == b"a learner's file" and no_work == []
+
+
+def test_the_device_setting_is_auto_by_default_and_still_takes_none_and_a_name(no_work):
+    """Case 14: a dropdown of choices, so that no `device = cpu` without quotes is possible in Colab's form."""
+    best = helpers.get_default_device()
+    assert settings_of("05_training")["device"] == "auto"
+    for value, expected in [("auto", best), (None, best), ("cpu", torch.device("cpu"))]:
+        device = series_setup.start("01_gpu_runtime", settings_of("01_gpu_runtime") | {"device": value})
+        assert device == expected
+
+
+def test_08_in_a_second_kernel_sharing_the_work_folder_is_said_not_resumed_silently(no_work, tmp_path):
+    """Case 4: the second kernel's Ctrl-C demonstration resumed the first's run ("2 of 3 epochs already done")."""
+    namespace = settings_of("08_checkpoints") | {"work_dir": str(tmp_path)}
+    series_setup.start("08_checkpoints", namespace)
+    series_setup.start("08_checkpoints", namespace)  # the same kernel again: its own folder
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        mark = {"notebook": "08_checkpoints", "pid": other.pid, "host": series_setup.platform.node()}
+        (tmp_path / "08-demo" / series_setup.KERNEL_MARK).write_text(json.dumps(mark))
+        with pytest.raises(RuntimeError, match=rf"another kernel \(process {other.pid}\) runs 08_checkpoints with"):
+            series_setup.start("08_checkpoints", namespace)
+    finally:
+        other.kill()
+        other.wait()
+    series_setup.start("08_checkpoints", namespace)  # that kernel has ended: the folder is this one's
+    assert json.loads((tmp_path / "08-demo" / series_setup.KERNEL_MARK).read_text())["pid"] == os.getpid()
+    assert [p.name for p in tmp_path.iterdir()] == ["08-demo"], "nothing in the learner's folder itself"

@@ -37,7 +37,7 @@ def checked_settings(values: dict) -> dict:
     A relative path stays relative: the notebooks take it from the repository's folder, wherever the command was
     typed, the same as a learner's setting in the notebook.
     """
-    if values.get("device") is not None:
+    if values.get("device") not in (None, "auto"):  # auto: the best device of each notebook's machine
         check_device(values["device"], " (-p device)")
     elif os.environ.get("HELPERS_DEVICE"):
         check_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
