@@ -21,6 +21,7 @@ sys.path.insert(0, str(REPO / "notebooks"))
 
 from serieslib import pages  # noqa: E402
 
+import helpers  # noqa: E402
 import series_setup  # noqa: E402
 
 
