@@ -9,6 +9,9 @@ in the shape of PyTorch's automatic mixed precision recipe. `make bench` runs 11
 from __future__ import annotations
 
 import functools
+import importlib
+import logging
+import os
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -39,6 +42,14 @@ from helpers import (
 )
 from helpers_common import epoch_times, markdown_table, take_turns
 from helpers_run import input_pipeline
+
+os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's own start and stop lines on stderr (09), silenced
+# A CUDA build of PyTorch on a machine without CUDA logs, when torch.compile first imports this module, that it found
+# no CUDA runtime: not news in 11. Imported now, that logger quiet for the import alone.
+_quiet, _level = logging.getLogger("torch.utils.cpp_extension"), logging.getLogger("torch.utils.cpp_extension").level
+_quiet.setLevel(logging.ERROR)
+importlib.import_module("torch.utils.cpp_extension")
+_quiet.setLevel(_level)
 
 
 def _spread(row: dict) -> str:
