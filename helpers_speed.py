@@ -271,19 +271,18 @@ def bf16_native(device: str | torch.device) -> bool:
     device = torch.device(device)
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported(including_emulation=False)
-    return device.type == "cpu" and product_ms(torch.bfloat16, device) < product_ms(torch.float32, device)
+    tries = [(product_ms(torch.float32, device), product_ms(torch.bfloat16, device)) for _ in range(5)]
+    float32_ms, bfloat16_ms = (min(times) for times in zip(*tries))  # taking turns; the least disturbed of each
+    return device.type == "cpu" and bfloat16_ms < float32_ms
 
 
-def product_ms(dtype: torch.dtype, device: str | torch.device, n: int = 512, repeats: int = 3) -> float:
-    """Milliseconds for one n x n matrix product in `dtype` on `device`, the fastest of `repeats`, after a warm-up."""
+def product_ms(dtype: torch.dtype, device: str | torch.device, n: int = 512) -> float:
+    """Milliseconds for one n x n matrix product in `dtype` on `device`, after a warm-up."""
     x = torch.randn(n, n, device=device).to(dtype)
     (x @ x).sum().item()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        (x @ x).sum().item()
-        times.append(1e3 * (time.perf_counter() - t0))
-    return min(times)
+    t0 = time.perf_counter()
+    (x @ x).sum().item()
+    return 1e3 * (time.perf_counter() - t0)
 
 
 def speed_configs(device: str | torch.device) -> dict[str, dict]:
