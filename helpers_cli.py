@@ -35,7 +35,6 @@ from helpers_speed import (
     AMP_DTYPES,
     COMPILE_MODES,
     SPEED_MODELS,
-    benchmark_fit,
     benchmark_pipelines,
     benchmark_speed,
     check_speed_features,
@@ -78,7 +77,6 @@ def parser() -> argparse.ArgumentParser:
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
     bench.add_argument("--out", default="runs/bench", help="folder for bench.json and bench.png")
     bench.add_argument("--ddp", action="store_true", help="1 process against --nprocs data-parallel ones instead")
-    bench.add_argument("--fit", action="store_true", help="helpers.fit against the lesson's four lines instead")
     bench.add_argument("--nprocs", type=int, default=2, help="processes for --ddp (default: 2)")
     bench.add_argument("--limit", type=int, default=10_000, help="training images per epoch for --ddp and speed")
     bench.add_argument("--no-speed", action="store_true", help="the input pipelines only, not the speed features")
@@ -112,16 +110,12 @@ def train(args: argparse.Namespace) -> int:
 
 
 def bench(args: argparse.Namespace) -> int:
-    """The pipelines and speed features side by side, or (--fit, --ddp) one of the other two benchmarks."""
+    """The pipelines and speed features side by side, or (--ddp) one process against data-parallel ones."""
     out, limit = Path(args.out), DRY_RUN_IMAGES if args.dry_run else None
     epochs = 1 if args.dry_run else args.epochs
     if args.ddp:
         options = {"nprocs": args.nprocs, "limit": limit or args.limit, "device": args.device, "seed": args.seed}
         benchmark_ddp(args.data, epochs=epochs, out_dir=out, **options)
-        return 0
-    if args.fit:
-        result = benchmark_fit(args.data, args.device, rounds=epochs + 1, limit=limit, seed=args.seed)
-        write_bench(out / "fit.json", fit=[result])
         return 0
     devices = args.devices or ([args.device] if args.device else None)
     rows = benchmark_pipelines(args.data, devices, epochs, limit=limit, out_dir=out, seed=args.seed)

@@ -246,9 +246,13 @@ RIGHT = {
         "predictions": fake_predictions(),
         "answered": {0.5: (9, 6), 0.9: (5, 3), 0.99: (2, 1)},
     },
-    ("09_cpu_vs_gpu", 1): lambda: {"devices": ["cpu", "cuda"], "seconds": SECONDS},
+    ("09_cpu_vs_gpu", 1): lambda: {"devices": ["cpu", "cuda"], "histories": HISTORIES_09, "seconds": SECONDS},
     ("10_many_gpus", 1): lambda: {"four_difference": 1.2e-6, "three_exit_code": 1},
-    ("11_gpu_speed", 1): lambda: {"results": {"float32": 0.9699, "bfloat16": 0.9702}},
+    ("11_gpu_speed", 1): lambda: {
+        "results": {"float32": 0.9699, "bfloat16": 0.9702},
+        "scaler": torch.amp.GradScaler("cpu", enabled=False),
+        "exercise_dtype": torch.bfloat16,
+    },
 }
 ANSWERS = {  # the names a learner's answer sets, for each exercise
     ("02_data_loading", 1): ["batches"],
@@ -265,7 +269,7 @@ ANSWERS = {  # the names a learner's answer sets, for each exercise
     ("08_checkpoints", 1): ["completed", "restored_score"],
     ("09_cpu_vs_gpu", 1): ["seconds"],
     ("10_many_gpus", 1): ["four_difference", "three_exit_code"],
-    ("11_gpu_speed", 1): ["results"],
+    ("11_gpu_speed", 1): ["scaler", "results"],
 }
 CHECKED = list(ANSWERS)
 
@@ -870,6 +874,7 @@ def test_an_open_ended_exercise_says_it_is_a_question_for_thought(capsys):
 
 
 SECONDS = {(32, "cpu"): 0.25, (32, "cuda"): 0.2, (1024, "cpu"): 6.0, (1024, "cuda"): 0.3}
+HISTORIES_09 = {key: [{"train_s": s + 1}, {"train_s": s}, {"train_s": s + 0.5}] for key, s in SECONDS.items()}
 
 
 def test_09_the_worked_solution_passes(capsys):
@@ -900,7 +905,8 @@ def test_09_the_worked_solution_passes(capsys):
 
 def test_09_on_a_cpu_alone(capsys):
     cpu = {key: s for key, s in SECONDS.items() if key[1] == "cpu"}
-    correct("09_cpu_vs_gpu", 1, {"devices": ["cpu"], "seconds": cpu}, capsys, "takes 24.0 times as long per epoch")
+    namespace = {"devices": ["cpu"], "histories": HISTORIES_09, "seconds": cpu}
+    correct("09_cpu_vs_gpu", 1, namespace, capsys, "takes 24.0 times as long per epoch")
 
 
 @pytest.mark.parametrize(
@@ -914,17 +920,24 @@ def test_09_on_a_cpu_alone(capsys):
         ({(32, "cpu"): -1.0}, ["seconds[(32, 'cpu')] is -1.0; a time is more than 0 seconds"]),
         (
             {(1024, "cpu"): 0.25, (1024, "cuda"): 0.2},
-            ["took the same time to the last digit", "train_on(hidden, name)"],
+            ["seconds[(1024, 'cpu')] is 0.25, which is no epoch's seconds of training in histories[(1024, 'cpu')]"],
         ),
         ({(1024, "cuda"): 10**5000}, ["seconds[(1024, 'cuda')] is a number with 5,001 digits, far too large"]),
+        (
+            {(32, "cpu"): 0.75},
+            ["seconds[(32, 'cpu')] is the last epoch's 0.750 s; the fastest took 0.250 s", "min(h['train_s']"],
+        ),
+        ({(32, "cpu"): 1.25}, ["seconds[(32, 'cpu')] is 1.25, which is no epoch's seconds", "keep its fastest"]),
     ],
-    ids=["a-history", "a-result", "negative", "one-model", "huge"],
+    ids=["a-history", "a-result", "negative", "one-model", "huge", "the-last-epoch", "the-first-epoch"],
 )
 def test_09_cpu_against_gpu_wrong_answers(answers, facts, capsys):
+    """Issue 52: the last epoch's time, not the fastest, was once marked Correct."""
     seconds = {**SECONDS, **answers}
-    not_yet("09_cpu_vs_gpu", 1, {"devices": ["cpu", "cuda"], "seconds": seconds}, capsys, *facts)
+    context = {"devices": ["cpu", "cuda"], "histories": HISTORIES_09}
+    not_yet("09_cpu_vs_gpu", 1, context | {"seconds": seconds}, capsys, *facts)
     missing = {key: s for key, s in SECONDS.items() if key != (1024, "cuda")}
-    not_yet("09_cpu_vs_gpu", 1, {"devices": ["cpu", "cuda"], "seconds": missing}, capsys, "no entry for (1024, 'cuda')")
+    not_yet("09_cpu_vs_gpu", 1, context | {"seconds": missing}, capsys, "no entry for (1024, 'cuda')")
 
 
 class FinishedRun:
@@ -988,54 +1001,74 @@ def test_10_processes_wrong_answers(answers, facts, capsys):
 
 
 def test_11_another_right_answer(capsys):
-    """float16, as on a T4, the accuracies kept as evaluate's result dicts."""
-    results = {"float16": {"val_loss": 0.1, "val_acc": 0.97}, "float32": 0.9691}
-    correct("11_gpu_speed", 1, {"results": results}, capsys, "float32 0.9691, float16 0.9700: 0.09 points apart")
+    """float16, as on a T4: its scaler enabled."""
+    namespace = {"results": {"float16": 0.97, "float32": 0.9691}, "exercise_dtype": torch.float16}
+    namespace["scaler"] = torch.amp.GradScaler("cpu")
+    correct("11_gpu_speed", 1, namespace, capsys, "float32 0.9691, float16 0.9700: 0.09 points apart")
 
 
 def test_11_the_worked_solution_passes(capsys):
-    """The solution's code with helpers standing in: the lesson's schedule twice from one seed, one under amp."""
-    fits, seeds = [], []
+    """The solution's code with helpers standing in: the lesson's schedule twice from one seed, each with its scaler."""
+    epochs, seeds = [], []
     stand_in = types.SimpleNamespace(
         split_dataset=lambda data, seed: ("train", "val"),
-        load_mnist=lambda root, train=True: "mnist",
+        load_mnist=lambda root: "mnist",
         DeviceResidentLoader=types.SimpleNamespace(from_dataset=lambda part, *a, **k: part),
         seed_everything=seeds.append,
         to_device=lambda model, device: model,
-        MnistModel=lambda: "model",
-        fit=lambda n, lr, model, train, val, opt_func, **k: fits.append((n, lr, model, opt_func)),
-        evaluate=lambda model, loader: {"val_loss": 0.1, "val_acc": 0.9703 if model == "autocast" else 0.9691},
+        MnistModel=lambda: torch.nn.Linear(2, 2),
     )
-    amp_opt = object()
-    speed = types.SimpleNamespace(bf16_native=lambda d: True, mixed_precision=lambda model, amp: ("autocast", amp_opt))
-    namespace = {"helpers": stand_in, "helpers_speed": speed, "torch": torch, "DATA": "", "seed": 42}
-    namespace |= {"DEVICE": torch.device("cpu"), "exercise_epochs": 5}
+
+    def train_epoch(model, optimizer, scaler, loader, dtype):
+        epochs.append((optimizer.param_groups[0]["lr"], scaler.is_enabled(), loader, dtype))
+
+    accuracy = lambda model, loader: 0.9691 if len(epochs) == 4 else 0.9703
+    namespace = {"helpers": stand_in, "torch": torch, "DATA": "", "seed": 42, "DEVICE": torch.device("cpu")}
+    namespace |= {"amp_dtype": torch.bfloat16, "exercise_epochs": 2, "train_epoch": train_epoch, "accuracy": accuracy}
+    namespace["test"] = "test"
     solved("11_gpu_speed", 1, namespace)
     assert capsys.readouterr().out == " float32: test accuracy 0.9691\nbfloat16: test accuracy 0.9703\n"
-    sgd = torch.optim.SGD
-    assert fits == [(5, 0.5, "model", sgd), (5, 0.1, "model", sgd), (5, 0.5, "autocast", amp_opt)] + [
-        (5, 0.1, "autocast", amp_opt)
-    ]
+    phases = [(0.5, False, "train")] * 2 + [(0.1, False, "train")] * 2
+    assert epochs == [p + (None,) for p in phases] + [p + (torch.bfloat16,) for p in phases]
     assert seeds == [42, 42], "each precision from the same seed"
     correct("11_gpu_speed", 1, namespace, capsys, "float32 0.9691, bfloat16 0.9703: 0.12 points apart")
+    namespace |= {"amp_dtype": torch.float16}
+    epochs.clear()
+    solved("11_gpu_speed", 1, namespace)
+    assert [enabled for _, enabled, _, dtype in epochs if dtype == torch.float16] == [True] * 4, "float16: scaled"
+
+
+@pytest.mark.parametrize(
+    "scaler, dtype, facts",
+    [
+        (torch.amp.GradScaler("cpu"), torch.bfloat16, ["the bfloat16 run's scaler is enabled", "enabled=dtype =="]),
+        (torch.amp.GradScaler("cpu", enabled=False), torch.float16, ["the float16 run's scaler is disabled"]),
+        (1.0, torch.bfloat16, ["scaler is a float; make it with torch.amp.GradScaler("]),
+    ],
+    ids=["bf16-scaled", "fp16-unscaled", "not-a-scaler"],
+)
+def test_11_the_scaler_is_decided_for_the_dtype(scaler, dtype, facts, capsys):
+    results = {"float32": 0.97, str(dtype).removeprefix("torch."): 0.97}
+    not_yet("11_gpu_speed", 1, {"results": results, "scaler": scaler, "exercise_dtype": dtype}, capsys, *facts)
 
 
 @pytest.mark.parametrize(
     "results, facts",
     [
         ({"bfloat16": 0.97}, ["results has no entry for 'float32'"]),
-        ({"float32": 0.97}, ["results has ['float32']; add 'bfloat16'"]),
-        ({"float32": {"test_acc": 0.97}, "bfloat16": 0.97}, ["results['float32'] is a whole run", "'test_acc'"]),
+        ({"float32": 0.97}, ["results has no entry for 'bfloat16'"]),
+        ({"float32": {"val_acc": 0.97}, "bfloat16": 0.97}, ["results['float32'] is a whole evaluation", "accuracy("]),
         ({"float32": 96.91, "bfloat16": 97.03}, ["results['float32'] is 96.91, a percentage"]),
         ({"float32": 0.97, "bfloat16": math.nan}, ["results['bfloat16'] is nan"]),
         ({"float32": 0.97, "bfloat16": 0.09}, ["results['bfloat16'] is 0.0900, about what guessing scores"]),
         ((0.97, 0.97), ["results is a tuple; it should be a dict"]),
         ({"float32": 0.97, "bfloat16": 0.25}, ["float32 0.9700 and bfloat16 0.2500 are 72.00 points apart"]),
     ],
-    ids=["no-float32", "no-16-bit", "the-whole-run", "percent", "nan", "untrained", "a-tuple", "far-apart"],
+    ids=["no-float32", "no-16-bit", "an-evaluation", "percent", "nan", "untrained", "a-tuple", "far-apart"],
 )
 def test_11_mixed_precision_wrong_answers(results, facts, capsys):
-    not_yet("11_gpu_speed", 1, {"results": results}, capsys, *facts)
+    namespace = {"results": results, "scaler": torch.amp.GradScaler("cpu", enabled=False)}
+    not_yet("11_gpu_speed", 1, namespace | {"exercise_dtype": torch.bfloat16}, capsys, *facts)
 
 
 # ------------------------------------------------------------------------------------------------ languages

@@ -205,7 +205,7 @@ DECISIONS = {
     ("08_checkpoints", 1): 3,  # the epochs, the load, the score
     ("09_cpu_vs_gpu", 1): 1,  # each model's time on each device
     ("10_many_gpus", 1): 4,  # the run on 4, its difference, the run on 3, its exit code
-    ("11_gpu_speed", 1): 4,  # the model and opt_func under autocast (two names, one call), the training, the accuracy
+    ("11_gpu_speed", 1): 3,  # the scaler, the schedule, the accuracy
 }
 
 
