@@ -154,7 +154,7 @@ def check_args(args: argparse.Namespace) -> None:
         _at_least("--limit", args.limit, 1)
         if args.ddp and (args.nprocs < 2 or LESSON.batch_size % args.nprocs):  # before any process is started
             raise ValueError(
-                f"--nprocs must be at least 2 and divide the batch of {LESSON.batch_size}, got {args.nprocs}"
+                f"--nprocs must be at least 2 and divide a batch of {LESSON.batch_size}, got {args.nprocs}"
             )
         check_writable(args.out, folder=True)
     elif args.command == "speedrun":

@@ -52,7 +52,7 @@ def benchmark_ddp(
     stays on the device, so that loading is not what is measured.
     """
     if nprocs < 2 or LESSON.batch_size % nprocs:
-        raise ValueError(f"nprocs must be at least 2 and divide the batch of {LESSON.batch_size}, got {nprocs}")
+        raise ValueError(f"nprocs must be at least 2 and divide a batch of {LESSON.batch_size}, got {nprocs}")
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
     helpers_data.ensure_mnist(root)  # once, before the processes start
@@ -60,7 +60,7 @@ def benchmark_ddp(
     settings |= {"device": device, "seed": seed, "port": free_port()}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
-        torch.multiprocessing.spawn(_bench_worker, args=(nprocs, settings, str(out)), nprocs=nprocs)
+        torch.multiprocessing.spawn(_ddp_bench_worker, args=(nprocs, settings, str(out)), nprocs=nprocs)
         rows = json.loads(out.read_text())
     if verbose:
         print(format_ddp(rows))
@@ -70,7 +70,7 @@ def benchmark_ddp(
     return rows
 
 
-def _bench_worker(rank: int, world_size: int, settings: dict, out: str) -> None:
+def _ddp_bench_worker(rank: int, world_size: int, settings: dict, out: str) -> None:
     """One process of `benchmark_ddp` (spawn imports it by name); rank 0 writes the rows to `out`."""
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(settings["port"]))
     device = torch.device(settings["device"])
