@@ -1,8 +1,8 @@
-"""The command line of the series: the lesson's run, benchmarks and a speedrun, as in PyTorch's MNIST example.
+"""The command line of the series: benchmarks and a speedrun, as in PyTorch's MNIST example.
 
-python helpers_cli.py train                  # the lesson: fit(5, 0.5), fit(5, 0.1), test accuracy
-torchrun --standalone --nproc_per_node=2 helpers_cli.py train   # the same, data parallel
-python helpers_cli.py --dry-run train        # a quick check (train --dry-run works too)
+python helpers_cli.py bench                  # the input pipelines and speed features side by side
+python helpers_cli.py bench --ddp            # 1 process against 2 data-parallel ones (notebook 10)
+python helpers_cli.py --dry-run speedrun     # a quick check (speedrun --dry-run works too)
 python helpers_cli.py --help
 """
 
@@ -29,15 +29,11 @@ from helpers import (
     get_default_device,
 )
 from helpers_data import MnistUnavailable, check_writable, is_plain_path
-from helpers_ddp import benchmark_ddp, train_distributed
-from helpers_run import PIPELINES, check_processes
+from helpers_ddp import benchmark_ddp
 from helpers_speed import (
-    AMP_DTYPES,
-    COMPILE_MODES,
     SPEED_MODELS,
     benchmark_pipelines,
     benchmark_speed,
-    check_speed_features,
     speedrun,
 )
 
@@ -52,26 +48,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=LESSON.seed, help=f"random seed (default: {LESSON.seed})")
     parser.add_argument("--dry-run", action="store_true", help=f"a quick check on {DRY_RUN_IMAGES:,} images, one epoch")
     parser.add_argument("--debug", action="store_true", help="show an error's full traceback (or HELPERS_DEBUG=1)")
-    parser.add_argument("--backend", default=None, help="under torchrun: gloo, nccl, ... (default: nccl for CUDA)")
     commands = parser.add_subparsers(dest="command", required=True)
-    phases = ", ".join(f"fit({n}, {lr})" for n, lr in zip(LESSON.epochs, LESSON.lrs))
-    train = commands.add_parser("train", help=f"the lesson's run: {phases}; data parallel under torchrun")
-    train.add_argument("--epochs", type=int, nargs="+", default=list(LESSON.epochs), help="epochs of each phase")
-    train.add_argument("--lr", type=float, nargs="+", default=list(LESSON.lrs), help="learning rate of each phase")
-    train.add_argument(
-        "--pipeline",
-        choices=list(PIPELINES),
-        default="seeded",
-        help="the input pipeline (resident: data on the device)",
-    )
-    train.add_argument(
-        "--resident", "--fast", dest="pipeline", action="store_const", const="resident", help="--pipeline resident"
-    )
-    train.add_argument("--save", default=None, help="save the trained state_dict to this file")
-    train.add_argument("--amp", choices=list(AMP_DTYPES), default=None, help="mixed precision: autocast to this dtype")
-    train.add_argument(
-        "--compile", nargs="?", const="default", default=False, choices=COMPILE_MODES, help="torch.compile the step"
-    )
     bench = commands.add_parser("bench", help="seconds per epoch of each input pipeline on each device")
     bench.add_argument("--epochs", type=int, default=3, help="epochs per configuration; the median is reported")
     bench.add_argument("--devices", nargs="+", default=None, help="devices to compare (default: all present)")
@@ -86,27 +63,9 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--momentum", type=float, default=0.9)
     run.add_argument("--epochs", type=int, default=6)
     run.add_argument("--target", type=float, default=0.97, help="exit 1 if the test accuracy ends below this")
-    for command in (train, bench, run):  # `train --dry-run` as well as `--dry-run train`
+    for command in (bench, run):  # `bench --dry-run` as well as `--dry-run bench`
         command.add_argument("--dry-run", action="store_true", default=argparse.SUPPRESS, help=argparse.SUPPRESS)
     return parser
-
-
-def train(args: argparse.Namespace) -> int:
-    """The lesson's run, data parallel under torchrun, with the speed features asked for."""
-    train_distributed(
-        root=args.data,
-        device=args.device,
-        backend=args.backend,
-        epochs=[1] * len(args.epochs) if args.dry_run else args.epochs,
-        lrs=args.lr,
-        pipeline=args.pipeline,
-        limit=DRY_RUN_IMAGES if args.dry_run else None,
-        save=args.save,
-        seed=args.seed,
-        amp=args.amp,
-        compile=args.compile,
-    )
-    return 0
 
 
 def bench(args: argparse.Namespace) -> int:
@@ -114,7 +73,8 @@ def bench(args: argparse.Namespace) -> int:
     out, limit = Path(args.out), DRY_RUN_IMAGES if args.dry_run else None
     epochs = 1 if args.dry_run else args.epochs
     if args.ddp:
-        options = {"nprocs": args.nprocs, "limit": limit or args.limit, "device": args.device, "seed": args.seed}
+        device = str(get_default_device(args.device))
+        options = {"nprocs": args.nprocs, "limit": limit or args.limit, "device": device, "seed": args.seed}
         benchmark_ddp(args.data, epochs=epochs, out_dir=out, **options)
         return 0
     devices = args.devices or ([args.device] if args.device else None)
@@ -161,7 +121,7 @@ def run_speedrun(args: argparse.Namespace) -> int:
     return 0 if result["reached"] or args.dry_run else 1
 
 
-COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"train": train, "bench": bench, "speedrun": run_speedrun}
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {"bench": bench, "speedrun": run_speedrun}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -183,19 +143,13 @@ def check_args(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--data must be a folder's path as this system writes it, such as --data data; got {args.data!r}"
         )
-    if args.command == "train":
-        for n, lr in zip(args.epochs, args.lr):
-            check_hparams(n, lr)
-        if args.save:
-            check_writable(args.save)
-        if args.amp or args.compile:  # float16 and CUDA graphs need a GPU: said now, not once the data is loaded
-            check_speed_features(args.amp, args.compile, get_default_device(args.device))
-    elif args.command == "bench":
+    if args.command == "bench":
         _at_least("--epochs", args.epochs, 1)
         _at_least("--limit", args.limit, 1)
-        if args.ddp:
-            _at_least("--nprocs", args.nprocs, 2)
-            check_processes(args.nprocs)  # before any process is started
+        if args.ddp and (args.nprocs < 2 or LESSON.batch_size % args.nprocs):  # before any process is started
+            raise ValueError(
+                f"--nprocs must be at least 2 and divide a batch of {LESSON.batch_size}, got {args.nprocs}"
+            )
         check_writable(args.out, folder=True)
     elif args.command == "speedrun":
         _at_least("--epochs", args.epochs, 1)
@@ -212,14 +166,11 @@ EXPECTED_ERRORS = (ValueError, TypeError, OSError, MnistUnavailable, TrainingDiv
 def cli(argv: Sequence[str] | None = None) -> int:
     """`main` for a shell: an expected error is one line `error: ...` and exit 2 (argparse's code).
 
-    --debug or HELPERS_DEBUG=1 shows the traceback instead. Under torchrun, `record` first writes the error
-    to the file whose message torchrun's summary shows.
+    --debug or HELPERS_DEBUG=1 shows the traceback instead.
     """
-    from torch.distributed.elastic.multiprocessing.errors import record
-
     argv = sys.argv[1:] if argv is None else list(argv)
-    try:  # under torchrun only: record's fault handler would replace a test runner's
-        return (record(main) if "TORCHELASTIC_ERROR_FILE" in os.environ else main)(argv)
+    try:
+        return main(argv)
     except KeyboardInterrupt as err:  # TrainingInterrupted too: fit has said where it stopped
         print(f"interrupted: {err}" if str(err) else "interrupted", file=sys.stderr)
         return 130

@@ -906,25 +906,27 @@ def _check_cpu_against_gpu(namespace: dict) -> Said:
 
 
 @exercise("10_many_gpus",
-          nudge="torchrun_dry_run(4, WORK / 'four.pt') runs the dry run on 4 processes; compare the saved weights "
-          "with max_difference(torch.load(...), torch.load(...)), and keep the second run's returncode",
-          idea="the global batch of 128 splits into 4 × 32, so 4 processes train the same steps as 1; 3 do not "
-          "divide 128, and helpers_ddp refuses before training")  # fmt: skip
-def _check_processes(namespace: dict) -> Said:
-    difference = number(answer(namespace, "four_difference"), "four_difference")
-    wrong(difference < 0, "four_difference is {found}; a difference of weights is never negative: take the largest "
-          "absolute one, with max_difference", found=difference)  # fmt: skip
-    wrong(difference > 1e-4, "four_difference is {found!r}; 4 processes should end within rounding (about 1e-6) of 1 "
-          "process: compare the weights of the same dry run, four.pt against one.pt", found=difference)  # fmt: skip
-    code = answer(namespace, "three_exit_code")
-    wrong(hasattr(code, "returncode"), "three_exit_code is the whole finished run; keep only its exit code: "
-          ".returncode")  # fmt: skip
-    wrong(isinstance(code, bool) or not isinstance(code, int), "three_exit_code is {found!r}; it should be the whole "
-          "number a command ends with: subprocess.run(...).returncode", found=code)  # fmt: skip
-    wrong(code == 0, "three_exit_code is 0, but 3 processes cannot split a batch of 128: take the return code of the "
-          "run with --nproc_per_node=3")  # fmt: skip
-    return Said("4 processes end {difference:.1e} from 1, and 3 stop with exit code {code}, as 128 does not split 3 "
-                "ways", difference=difference, code=code)  # fmt: skip
+          nudge="keep the lines of Path('train_ddp.py').read_text() that do not hold set_epoch, joined with newlines; "
+          "Path('no_set_epoch.py').write_text(without); then max_difference(torch.load('no_set_epoch.pt'), "
+          "torch.load('short_one.pt'))",
+          idea="without set_epoch, DistributedSampler shuffles every epoch as in the first, while one process "
+          "reshuffles: from the second epoch the two train on other batches, and their weights part by far more "
+          "than rounding")  # fmt: skip
+def _check_set_epoch(namespace: dict) -> Said:
+    text = answer(namespace, "without")
+    wrong(not isinstance(text, str), "without is {found!r}; it should be the new script's text, a str: "
+          "Path('train_ddp.py').read_text() without one line", found=text)  # fmt: skip
+    wrong("set_epoch" in text, "without still calls set_epoch: leave out the line that holds it")  # fmt: skip
+    wrong("DistributedSampler(" not in text or "DDP(" not in text, "without has lost more than the set_epoch line: "
+          "keep every other line of train_ddp.py")  # fmt: skip
+    difference = number(answer(namespace, "no_set_epoch_difference"), "no_set_epoch_difference")
+    wrong(difference < 0, "no_set_epoch_difference is {found}; a difference of weights is never negative: take the "
+          "largest absolute one, with max_difference", found=difference)  # fmt: skip
+    wrong(difference <= 1e-5, "no_set_epoch_difference is {found:.1e}, rounding only: compare the weights of the run "
+          "without set_epoch, no_set_epoch.pt (run no_set_epoch.py, not train_ddp.py), with short_one.pt",
+          found=difference)  # fmt: skip
+    return Said("without set_epoch the weights end {difference:.1e} from one process's, far more than rounding: every "
+                "epoch repeated the first epoch's order", difference=difference)  # fmt: skip
 
 
 @exercise("11_gpu_speed",

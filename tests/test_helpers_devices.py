@@ -42,7 +42,7 @@ def test_a_seed_is_checked_in_one_place_with_one_wording(seed):
     for check in (
         lambda: helpers.check_seed(seed),
         lambda: helpers.seed_everything(seed),
-        lambda: helpers_cli.main(["--seed", str(seed), "train"]),
+        lambda: helpers_cli.main(["--seed", str(seed), "speedrun"]),
         lambda: series_setup.check_settings({"seed": seed}, {"seed": series_setup.SEED_SETTING}),
     ):
         with pytest.raises(ValueError) as refused:

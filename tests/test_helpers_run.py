@@ -1,5 +1,5 @@
-"""helpers_run.py: one registry of input pipelines, each giving the batches its name promises, in one process or as
-each process's share; and the lesson's run in one call, which checks what it was given before any work."""
+"""helpers_run.py: one registry of input pipelines, each giving the batches its name promises; and the lesson's run in
+one call, which checks what it was given before any work."""
 
 import io
 from pathlib import Path
@@ -56,20 +56,7 @@ def test_the_seeded_pipeline_in_one_process_is_make_loaders(splits):
     assert _labels(other_seed) != epochs[0], "and another seed gives another order"
 
 
-@pytest.mark.parametrize("name", ["seeded", "tuned", "resident"])
-def test_the_shares_of_two_processes_make_up_the_batches_of_one(splits, name):
-    one = _labels(helpers_run.PIPELINES[name](*splits[:2], device=torch.device("cpu"), seed=3)[0])
-    shares = [
-        _labels(helpers_run.PIPELINES[name](*splits[:2], device=torch.device("cpu"), seed=3, rank=r, world_size=2)[0])
-        for r in range(2)
-    ]
-    assert [len(b) for b in shares[0]] == [64] * 5 + [30]
-    assert [sorted(a + b) for a, b in zip(*shares)] == [sorted(batch) for batch in one]
-
-
-def test_the_lessons_loaders_as_taught_run_in_one_process(splits):
-    with pytest.raises(ValueError, match="the as_taught pipeline runs in one process; with 2 processes choose"):
-        helpers_run.taught_loaders(*splits, device=torch.device("cpu"), rank=0, world_size=2)
+def test_the_lessons_loaders_as_taught_use_two_workers(splits):
     train, val, _ = helpers_run.taught_loaders(*splits, device=torch.device("cpu"))
     assert isinstance(train.dl, DataLoader) and train.dl.num_workers == 2 and val.dl.num_workers == 2
 

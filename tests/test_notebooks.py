@@ -11,7 +11,6 @@ import math
 import re
 import sys
 import tokenize
-import types
 from pathlib import Path
 
 import nbformat
@@ -580,10 +579,10 @@ def _results_09(m):
 def _results_10(m):
     ddp = m["10_many_gpus"]
     assert ddp["processes"] == 2 and ddp["backend"] == "gloo"
-    for launch in ("torchrun", "two_nodes", "four_processes"):
+    for launch in ("short", "two_nodes"):
         assert ddp[f"{launch}_max_weight_difference"] <= 1e-5, f"{launch}: the same weights as one process"
-    assert ddp["spawn_max_weight_difference"] < 0.2 and 0.96 <= ddp["test_acc"] <= 0.975
-    assert ddp["failed_job_exit_s"] < 60
+    assert ddp["no_set_epoch_max_weight_difference"] > 1e-4, "without set_epoch, not one process's weights"
+    assert 0.96 <= ddp["test_acc"] <= 0.975
     assert 0 < ddp["lesson_model_communication_share"] < 1 and ddp["lesson_model_speedup"] > 0
 
 
@@ -683,7 +682,8 @@ def test_series_run_09_prints_what_its_timings_say(series_run):
 
 
 def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
-    """Issue 40 #12: a repository under "my course" once split into two arguments in c10-25's shell lines."""
+    """Issue 40 #12: a data folder under "my course" once split into two arguments in 10's shell lines."""
+    import os
     import shlex
 
     import torch
@@ -691,26 +691,26 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
 
     place = tmp_path / "my course"
     (place / "work").mkdir(parents=True)
+    monkeypatch.chdir(tmp_path)  # the cells move into WORK; the test's own folder comes back after it
     commands = []
 
-    def shell_runs(command):  # as /bin/sh splits it; the launcher saves to the last argument
+    def shell_runs(command):  # as /bin/sh splits it; the script saves to the last argument
         commands.append(command)
         torch.save({"w": torch.zeros(2)}, shlex.split(command)[-1])
         return 0
 
     monkeypatch.setattr(interactiveshell, "system", shell_runs)
     nb = nbformat.read(REPO / "notebooks" / "10_many_gpus.ipynb", as_version=4)
-    cell = next(c for c in nb.cells if c.id == "c10-25")
     shell = interactiveshell.InteractiveShell.instance()
     shell.user_ns.update(
-        shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
-        helpers_cli=types.SimpleNamespace(__file__=str(place / "repo" / "helpers_cli.py")),
+        os=os, shlex=shlex, sys=sys, torch=torch, DEVICE="cpu", seed=42, NPROCS=2,
         DATA=place / "data", WORK=place / "work",
-        max_difference=lambda a, b: max((a[k] - b[k]).abs().max().item() for k in a),
     )  # fmt: skip
-    shell.run_cell(cell.source, silent=True).raise_error()
+    for cell_id in ("c10-workdir", "c10-25"):
+        cell = next(c for c in nb.cells if c.id == cell_id)
+        shell.run_cell(cell.source, silent=True).raise_error()
     assert len(commands) == 2, commands
     for command in commands:
         words = shlex.split(command)
-        assert str(place / "repo" / "helpers_cli.py") in words and str(place / "data") in words, words
-    assert shell.user_ns["torchrun_difference"] == 0.0
+        assert str(place / "data") in words and words[-1].endswith(".pt"), words
+    assert shell.user_ns["short_difference"] == 0.0
