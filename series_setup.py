@@ -326,6 +326,7 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     check_names(namespace, spec.settings)
     check_settings(namespace, spec.settings)
     warnings.filterwarnings("ignore", message=".*pin_memory.*")  # the lesson's pin_memory=True without a GPU (02)
+    helpers.describe_figures()
     folder = series_folder()
     given = {name: namespace.get(name) for name in spec.settings}
     device = helpers.get_default_device(given["device"])
