@@ -7,12 +7,15 @@ or a second Colab launcher; a footer without the version, the repository, the li
 answer, or the code of a cell folded in Jupyter (a solution's, the settings and set-up cells', any other) visible
 without a click, or its fold not titled with its Colab title, or that title line shown; two figures of a page with
 the same alt text; a previous/next arrow that is not beside its label; a code block that scrolls sideways at
-1280 px; any violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's target size) in the light theme or the
-dark one. On a 390 px phone no page scrolls sideways, every header control is at least 24 x 24 px, each launch
-button shows its word (Colab, Kaggle, .ipynb) within its name, and a code block that scrolls sideways shows a
-shadow at its edge. Keyboard focus shows a ring on every control. Searching for DataLoader, pin_memory and
-数据加载器 must list notebook 02, with snippets of the page's text alone (no header, no folded settings or set-up
-code). Defects planted in a copy of the site must be reported.
+1280 px; Colab's form marks in the settings fold; any violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's
+target size) in the light theme or the dark one. On a 390 px phone no page scrolls sideways, every header control is
+at least 24 x 24 px, each launch button shows its word (Colab, Kaggle, .ipynb) within its name, a code block that
+scrolls sideways shows a shadow at its edge, a figure shrunk to the column is a link to its own file (full size),
+and a wide table keeps its first column in view. Keyboard focus shows a ring on every control. Searching for
+DataLoader, pin_memory and 数据加载器 must list notebook 02, with snippets of the page's text alone (no header, no
+folded settings or set-up code), each holding the word as typed outside an import line; the Chinese search page
+holds no English sentence. Scrolled to the middle of a page, the language switch lands on the same section in the
+other language. Defects planted in a copy of the site must be reported.
 
 `make site-test` runs this file (SITE_TEST=1) after `make site`, with axe-core from website/axe/package-lock.json
 installed by npm into runs/site-axe/ (AXE_JS names another copy); it builds the site itself when site/ is missing.
@@ -780,6 +783,18 @@ PLANTED = {
             "clip-path:inset(50%)}</style></head>",
         ),
         "a header button shows '' at 390 px",
+        "phone",
+    ),
+    ("zh", "02_data_loading"): (  # figures that no tap opens at full size
+        lambda html: html.replace('class="site-figure" href=', 'class="site-figure" data-href='),
+        "a figure shrunk at 390 px that no tap opens",
+        "phone",
+    ),
+    ("en", "09_cpu_vs_gpu"): (  # a wide table whose first column scrolls away with the rest
+        lambda html: html.replace(
+            "</head>", "<style>.bd-article table :is(th, td):first-child{position:static!important}</style></head>"
+        ),
+        "a wide table's first column scrolls away at 390 px",
         "phone",
     ),
 }
