@@ -1165,6 +1165,15 @@ def describe_figures() -> None:
         )
 
 
+MOST_NAMED = 8  # a figure's bars, labels or images named in its alt text; the rest counted
+
+
+def _more(count: int) -> tuple[str, str]:
+    """ "; and 3 more" (and its Chinese) for `count` things of which MOST_NAMED are named."""
+    left = count - MOST_NAMED
+    return (f"; and {left} more", f"；另有 {left} 项") if left > 0 else ("", "")
+
+
 def _n(value: float) -> str:
     """A number as alt text says it: three significant digits, thousands grouped."""
     value = 0.0 if abs(value) < 1e-6 else value  # float32's -4.5e-08 for a zero
@@ -1222,10 +1231,18 @@ def _axes_alt(ax: Any) -> tuple[str, str]:
         names = [t.get_text() for t in (ax.get_yticklabels() if horizontal else ax.get_xticklabels())]
         sizes = [b.get_width() if horizontal else b.get_height() for c in bars for b in c]
         unit = xlabel if horizontal else ylabel
-        pairs = "; ".join(f"{name} {_n(size)}" for name, size in zip(names, sizes))
-        return en + f"a bar chart of {unit}: {pairs}", zh + f"{unit} 的条形图：{pairs}"
+        pairs = [f"{name} {_n(size)}" for name, size in zip(names, sizes)]
+        more = _more(len(pairs))
+        return (
+            en + f"a bar chart of {unit}: {'; '.join(pairs[:MOST_NAMED])}" + more[0],
+            zh + f"{unit} 的条形图：{'；'.join(pairs[:MOST_NAMED])}" + more[1],
+        )
     labels = [", ".join(t.get_text().split("\n")) for t in ax.texts if t.get_text().strip()]
-    return en + "a diagram labelled " + "; ".join(labels), zh + "示意图，标注依次为：" + "；".join(labels)
+    more = _more(len(labels))
+    return (
+        en + "a diagram labelled " + "; ".join(labels[:MOST_NAMED]) + more[0],
+        zh + "示意图，标注依次为：" + "；".join(labels[:MOST_NAMED]) + more[1],
+    )
 
 
 def alt_text(fig: Any) -> dict[str, str]:
@@ -1237,12 +1254,14 @@ def alt_text(fig: Any) -> dict[str, str]:
     if len(shown) > 2 and all(ax.get_images() for ax in shown):
         titles = [ax.get_title() for ax in shown if ax.get_title()]
         h, w = np.asarray(shown[0].get_images()[0].get_array()).shape[:2]
-        more = len(titles) - 8
+        more = _more(len(titles))
         return {
-            "en": f"“{top}”: a grid of {len(shown)} images of {h} × {w} pixels, titled {'; '.join(titles[:8])}"
-            + (f"; and {more} more" if more > 0 else ""),
-            "zh": f"“{top}”：{len(shown)} 张 {h} × {w} 像素的图像组成的网格，标题依次为 {'；'.join(titles[:8])}"
-            + (f"；另有 {more} 张" if more > 0 else ""),
+            "en": f"“{top}”: a grid of {len(shown)} images of {h} × {w} pixels, titled "
+            + "; ".join(titles[:MOST_NAMED])
+            + more[0],
+            "zh": f"“{top}”：{len(shown)} 张 {h} × {w} 像素的图像组成的网格，标题依次为 "
+            + "；".join(titles[:MOST_NAMED])
+            + more[1],
         }
     parts = [_axes_alt(ax) for ax in shown]
     return {"en": "; ".join(p[0] for p in parts), "zh": "；".join(p[1] for p in parts)}
