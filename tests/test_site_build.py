@@ -193,7 +193,6 @@ def test_figures_alt_text_says_what_each_figure_shows():
     drew it left in the output (helpers.alt_text, from the set-up's describe_figures: re-execute a notebook without
     one), in the page's language, naming a value or a structure the figure carries (a number), never repeating
     the paragraph before it; no two figures of a page share one (06's three test digits, 09's two traces)."""
-    undescribed = []
     for lang, edition in make_site.EDITIONS.items():
         for name in make_site.notebook_names():
             nb = nbformat.read(edition.notebooks / f"{name}.ipynb", as_version=4)
@@ -202,7 +201,10 @@ def test_figures_alt_text_says_what_each_figure_shows():
                 figures = [o for o in cell.get("outputs", []) if make_site.is_figure(o)]
                 if not figures:
                     continue
-                undescribed += [(lang, name, cell.id) for o in figures if lang not in o.metadata.get("alt", {})]
+                assert all(lang in o.metadata.get("alt", {}) for o in figures), (
+                    f"{lang} {name} {cell.id}: a figure without the alt text of the code that drew it: execute the "
+                    f"notebook again (python notebooks/series.py refresh {name})"
+                )
                 before = next((c.source for c in reversed(nb.cells[:i]) if c.cell_type == "markdown"), "")
                 for alt in make_site.figure_alts(nb.cells, i, edition):
                     alts.append(alt)
@@ -211,7 +213,6 @@ def test_figures_alt_text_says_what_each_figure_shows():
                     repeated = [s for s in make_site.sentences(before) if len(s) > 8 and s.rstrip(":：") in alt]
                     assert not repeated, (lang, name, cell.id, alt)
             assert len(set(alts)) == len(alts), (lang, name, [a for a in alts if alts.count(a) > 1])
-    assert undescribed == [], "figures without the alt text of the code that drew them: re-execute their notebooks"
 
 
 def figure_cell(outputs: list) -> list:
