@@ -1112,7 +1112,12 @@ def show_batch(loader: Iterable, nrow: int = 16):
     fig, ax = plt.subplots(figsize=(12, 6))
     ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
     ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
-    return fig
+    h, w = images.shape[-2:]
+    return describe(
+        fig,
+        f"One batch as a grid: {len(images)} images of {h} × {w} pixels, {nrow} a row",
+        f"一个批次排成的网格：{len(images)} 张 {h} × {w} 像素的图像，每行 {nrow} 张",
+    )
 
 
 def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10):
@@ -1141,7 +1146,19 @@ def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10
         ax.scatter(*zip(*column), s=150, color=colour, zorder=2)
     ax.set(xlim=(-0.5, len(sizes) - 0.5), ylim=(-1.6, 1.7))
     ax.axis("off")
-    return fig
+    chain = " → ".join(f"{n:,}" for n in sizes)
+    layers = [f"Linear({a}, {b})" for a, b in zip(sizes, sizes[1:])]
+    return describe(
+        fig,
+        f"Diagram of the network {chain}: columns of circles for {sizes[0]:,} inputs, "
+        + "".join(f"{n:,} hidden units (then {activation}), " for n in sizes[1:-1])
+        + f"{sizes[-1]:,} outputs; every circle joined by a line (a weight) to every circle of the next column, "
+        f"the layers {', '.join(layers)}; at most {shown} circles a column, three dots for the rest",
+        f"网络 {chain} 的示意图：一列列圆圈，依次是 {sizes[0]:,} 个输入、"
+        + "".join(f"{n:,} 个隐藏单元（之后是 {activation}）、" for n in sizes[1:-1])
+        + f"{sizes[-1]:,} 个输出；每个圆圈都用一条线（一个权重）连到下一列的每个圆圈，"
+        f"各层依次是 {'、'.join(layers)}；每列最多画 {shown} 个圆圈，其余以三个点代表",
+    )
 
 
 def _plot_curves(history: Sequence[dict], keys: dict[str, str], ylabel: str, title: str):
@@ -1193,6 +1210,130 @@ def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor
     return {"labels": torch.cat(labels).cpu(), "preds": probs_all.argmax(dim=1), "probs": probs_all}
 
 
+# Each figure a notebook shows carries its alt text in the output's metadata ({"alt": {"en": ..., "zh": ...}}), which
+# the website reads: a drawing function says what its figure shows (describe), any other figure is described from
+# what it draws (alt_text). Colab and Jupyter ignore it.
+def describe(fig: Any, en: str, zh: str) -> Any:
+    """Give `fig` its alt text, in English and in Chinese; return `fig`."""
+    fig.alt_text = {"en": en, "zh": zh}
+    return fig
+
+
+def describe_figures() -> None:
+    """Put each figure's alt text into the metadata of its notebook output (called by every set-up cell)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return
+    shell = get_ipython()
+    if shell is not None:
+        shell.display_formatter.mimebundle_formatter.for_type_by_name(
+            "matplotlib.figure", "Figure", lambda fig: ({}, {"alt": alt_text(fig)})
+        )
+
+
+MOST_NAMED = 8  # a figure's bars, labels or images named in its alt text; the rest counted
+
+
+def _more(count: int) -> tuple[str, str]:
+    """ "; and 3 more" (and its Chinese) for `count` things of which MOST_NAMED are named."""
+    left = count - MOST_NAMED
+    return (f"; and {left} more", f"；另有 {left} 项") if left > 0 else ("", "")
+
+
+def _n(value: float) -> str:
+    """A number as alt text says it: three significant digits, thousands grouped."""
+    value = 0.0 if abs(value) < 1e-6 else value  # float32's -4.5e-08 for a zero
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.3g}"
+
+
+def _curve(line: Any, xlabel: str) -> tuple[str, str]:
+    """How one line of a chart goes: from its first point to its last, flat at first or at the end."""
+    x, y = np.asarray(line.get_xdata(), float), np.asarray(line.get_ydata(), float)
+    mid, span = len(y) // 2, float(y.max() - y.min())
+    up = y[-1] > y[0]
+    at = lambda i: f"{_n(y[i])} at {xlabel} {_n(x[i])}"  # noqa: E731
+    zh_at = lambda i: f"{xlabel} {_n(x[i])} 时的 {_n(y[i])}"  # noqa: E731
+    name = "" if line.get_label().startswith("_") else line.get_label()
+    en, zh = (f"{name}: ", f"{name}：") if name else ("", "")
+    moved = np.flatnonzero(np.abs(y - y[0]) > 0.02 * span)
+    if len(moved) and moved[0] > len(y) // 4:  # flat, then a rise or a fall (ReLU)
+        k = moved[0] - 1
+        en += f"stays at {at(0)} until {xlabel} {_n(x[k])}, then {'rises' if up else 'falls'} to {at(-1)}"
+        return en, zh + f"从 {zh_at(0)} 保持不变，直到 {xlabel} {_n(x[k])}，然后{'升' if up else '降'}到 {zh_at(-1)}"
+    flat = len(y) >= 4 and abs(y[-1] - y[mid]) < 0.25 * abs(y[mid] - y[0])
+    en += f"{'rises' if up else 'falls'} from {at(0)} to {at(-1)}" + (", levelling off" if flat else "")
+    return en, zh + f"从 {zh_at(0)} {'升' if up else '降'}到 {zh_at(-1)}" + ("，后半段趋于平缓" if flat else "")
+
+
+def _axes_alt(ax: Any) -> tuple[str, str]:
+    """What one set of axes draws: its curves, bars, image, or (a diagram) its labels."""
+    from matplotlib.container import BarContainer
+
+    title = ax.get_title()
+    en, zh = (f"“{title}”: ", f"“{title}”：") if title else ("", "")
+    xlabel, ylabel = ax.get_xlabel() or "x", ax.get_ylabel() or "y"
+    lines = [line for line in ax.get_lines() if len(line.get_xdata()) > 1]
+    bars = [c for c in ax.containers if isinstance(c, BarContainer)]
+    if ax.get_images():
+        image = np.asarray(ax.get_images()[0].get_array())
+        h, w = image.shape[:2]
+        if image.ndim == 2 and ax.get_images()[0].get_cmap().name == "gray":
+            return en + f"a {h} × {w} greyscale image", zh + f"一张 {h} × {w} 的灰度图像"
+        if image.ndim == 3:
+            return en + f"an image of {w} × {h} pixels", zh + f"一张 {w} × {h} 像素的图像"
+        low, high = _n(image.min()), _n(image.max())
+        return (
+            en + f"a {h} × {w} heat map, {ylabel} down and {xlabel} across, values from {low} to {high}",
+            zh + f"一张 {h} × {w} 的热图，纵向为 {ylabel}，横向为 {xlabel}，数值从 {low} 到 {high}",
+        )
+    if lines and ax.axison:
+        curves = [_curve(line, xlabel) for line in lines]
+        return (
+            en + f"{ylabel} against {xlabel}; " + "; ".join(c[0] for c in curves),
+            zh + f"{ylabel} 随 {xlabel} 的变化；" + "；".join(c[1] for c in curves),
+        )
+    if bars:
+        horizontal = bars[0].orientation == "horizontal"
+        names = [t.get_text() for t in (ax.get_yticklabels() if horizontal else ax.get_xticklabels())]
+        sizes = [b.get_width() if horizontal else b.get_height() for c in bars for b in c]
+        unit = xlabel if horizontal else ylabel
+        pairs = [f"{name} {_n(size)}" for name, size in zip(names, sizes)]
+        more = _more(len(pairs))
+        return (
+            en + f"a bar chart of {unit}: {'; '.join(pairs[:MOST_NAMED])}" + more[0],
+            zh + f"{unit} 的条形图：{'；'.join(pairs[:MOST_NAMED])}" + more[1],
+        )
+    labels = [", ".join(t.get_text().split("\n")) for t in ax.texts if t.get_text().strip()]
+    more = _more(len(labels))
+    return (
+        en + "a diagram labelled " + "; ".join(labels[:MOST_NAMED]) + more[0],
+        zh + "示意图，标注依次为：" + "；".join(labels[:MOST_NAMED]) + more[1],
+    )
+
+
+def alt_text(fig: Any) -> dict[str, str]:
+    """A figure's alt text in English and Chinese: its own (describe), else what its axes draw."""
+    if hasattr(fig, "alt_text"):
+        return fig.alt_text
+    shown = [ax for ax in fig.axes if ax.get_visible() and (ax.axison or ax.get_images() or ax.texts)]
+    top = fig._suptitle.get_text() if fig._suptitle else ""
+    if len(shown) > 2 and all(ax.get_images() for ax in shown):
+        titles = [ax.get_title() for ax in shown if ax.get_title()]
+        h, w = np.asarray(shown[0].get_images()[0].get_array()).shape[:2]
+        more = _more(len(titles))
+        return {
+            "en": f"“{top}”: a grid of {len(shown)} images of {h} × {w} pixels, titled "
+            + "; ".join(titles[:MOST_NAMED])
+            + more[0],
+            "zh": f"“{top}”：{len(shown)} 张 {h} × {w} 像素的图像组成的网格，标题依次为 "
+            + "；".join(titles[:MOST_NAMED])
+            + more[1],
+        }
+    parts = [_axes_alt(ax) for ax in shown]
+    return {"en": "; ".join(p[0] for p in parts), "zh": "；".join(p[1] for p in parts)}
+
+
 # ==================================================================================================
 # 7. Evaluation in depth: where the model fails (notebook 07)
 # ==================================================================================================
@@ -1233,7 +1374,19 @@ def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = 
     ticks = range(len(names))
     ax.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
     ax.set(xlabel="predicted label", ylabel="true label", title="Confusion matrix")
-    return fig
+    right, total = int(cm.diagonal().sum()), int(cm.sum())
+    off = cm - torch.diag(cm.diagonal())
+    worst = int(off.argmax())
+    i, j = divmod(worst, len(cm))
+    return describe(
+        fig,
+        f"Confusion matrix, {len(cm)} × {len(cm)}: true label down, predicted label across, each cell its count. "
+        f"The diagonal (right) holds {right:,} of the {total:,} images; the largest count off it is "
+        f"{int(off.flatten()[worst])}, true {names[i]} predicted as {names[j]}",
+        f"混淆矩阵，{len(cm)} × {len(cm)}：纵向为真实标签，横向为预测标签，每格是其计数。"
+        f"对角线（预测正确）共 {right:,} 张，总数 {total:,} 张；对角线外最大的计数是 "
+        f"{int(off.flatten()[worst])}：真实为 {names[i]}，被预测成 {names[j]}",
+    )
 
 
 def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -> torch.Tensor:

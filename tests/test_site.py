@@ -7,12 +7,15 @@ or a second Colab launcher; a footer without the version, the repository, the li
 answer, or the code of a cell folded in Jupyter (a solution's, the settings and set-up cells', any other) visible
 without a click, or its fold not titled with its Colab title, or that title line shown; two figures of a page with
 the same alt text; a previous/next arrow that is not beside its label; a code block that scrolls sideways at
-1280 px; any violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's target size) in the light theme or the
-dark one. On a 390 px phone no page scrolls sideways, every header control is at least 24 x 24 px, each launch
-button shows its word (Colab, Kaggle, .ipynb) within its name, and a code block that scrolls sideways shows a
-shadow at its edge. Keyboard focus shows a ring on every control. Searching for DataLoader, pin_memory and
-数据加载器 must list notebook 02, with snippets of the page's text alone (no header, no folded settings or set-up
-code). Defects planted in a copy of the site must be reported.
+1280 px; Colab's form marks in the settings fold; any violation of axe-core's WCAG 2.0/2.1 A and AA rules (and 2.2's
+target size) in the light theme or the dark one, at 1280 px and on a phone. On a 390 px phone no page scrolls
+sideways, every header control is at least 24 x 24 px, each launch button shows its word (Colab, Kaggle, .ipynb)
+within its name, a code block that scrolls sideways shows a shadow at its edge, a figure shrunk to the column is a
+link to its own file (full size), and a wide table keeps its first column in view. Keyboard focus shows a ring on
+every control. Searching for DataLoader, pin_memory and 数据加载器 must list notebook 02, with snippets of the page's
+text alone (no header, no folded settings or set-up code), each holding the word as typed outside an import line;
+the Chinese search page holds no English sentence. Scrolled to the middle of a page, the language switch lands on
+the same section in the other language. Defects planted in a copy of the site must be reported.
 
 `make site-test` runs this file (SITE_TEST=1) after `make site`, with axe-core from website/axe/package-lock.json
 installed by npm into runs/site-axe/ (AXE_JS names another copy); it builds the site itself when site/ is missing.
@@ -168,6 +171,24 @@ BUTTON_TEXT = """const shownText = a => {
 return [...document.querySelectorAll('.site-header a')].map(a => ({
   button: a.className, shown: shownText(a),
   name: (a.getAttribute('aria-label') || a.textContent).replace(/\\s+/g, ' ').trim()}));"""
+# Figures shrunk to the column (a phone's) that do not open their own file at full size by a link around them.
+FIGURES_SHRUNK = """return [...document.querySelectorAll('article .cell_output img')]
+  .filter(i => i.naturalWidth > i.getBoundingClientRect().width * 1.05)
+  .filter(i => { const a = i.closest('a[href]'); return !a || a.href !== i.src; })
+  .map(i => i.getAttribute('src'));"""
+# Wide tables (scrolling inside their box) whose first column leaves the box when scrolled to their far end; the
+# home page's notebooks table turns into cards instead.
+TABLE_KEYS = """const lost = [];
+for (const box of document.querySelectorAll('article .pst-scrollable-table-container')) {
+  if (box.scrollWidth <= box.clientWidth + 1 || box.closest('section#the-notebooks')) continue;
+  box.scrollLeft = box.scrollWidth;
+  for (const cell of box.querySelectorAll('tr > :first-child')) {
+    const off = box.getBoundingClientRect().left - cell.getBoundingClientRect().left;
+    if (off > 2) { lost.push(`"${cell.textContent.trim().slice(0, 40)}" ${Math.round(off)} px out`); break; }
+  }
+  box.scrollLeft = 0;
+}
+return lost;"""
 # The words each launch button shows on a phone, in both editions.
 SHORT_LABELS = {"site-colab": "Colab", "site-kaggle": "Kaggle", "site-download": ".ipynb"}
 
@@ -289,6 +310,8 @@ def _folded_code(cell: dict) -> str:
     """The code of a solution: a code cell's, less Colab's title line (the fold shows it), or a Markdown cell's
     ```python blocks (inside its <details>)."""
     source = "".join(cell["source"])
+    if "parameters" in cell["metadata"].get("tags", []):  # the settings as the page shows them
+        source = make_site.web_settings(source)
     if cell["cell_type"] == "code":
         return "\n".join(line for line in source.splitlines() if not line.startswith("# @title"))
     return "\n".join(re.findall(r"^```python\n(.*?)^```", source, re.MULTILINE | re.DOTALL))
@@ -438,6 +461,9 @@ def notebook_problems(browser, base: str, lang: str, name: str, seen: dict) -> l
     problems += [
         f"a folded cell not shown after a click: {line!r}" for line in hidden["folded"] if line not in unfolded
     ]
+    problems += [
+        f"Colab's form marks on the page: {mark!r}" for mark in ("# @markdown", "# @param") if mark in unfolded
+    ]
     number = int(name[:2])
     if number >= 7 and not seen["optional"]:
         problems.append("not marked optional (07-11 are)")
@@ -490,6 +516,13 @@ def test_search_lists_notebook_02(browser, base, lang, query):
     assert bad == [], "search snippets hold the page's furniture"
     code = [(t[:80], w) for t in map(_words, browser.execute_script(snippets)) for w in NOT_IN_SNIPPETS if w in t]
     assert code == [], "search snippets hold folded settings or set-up code"
+    # each snippet centred on the word as typed, where a learner reads it: not only in an import line
+    missed = [
+        t[:100]
+        for t in map(_words, browser.execute_script(snippets))
+        if not re.search(rf"(?<!import ){re.escape(query)}", t, re.IGNORECASE)
+    ]
+    assert missed == [], f"search snippets without {query} outside an import line"
     console = [e["message"] for e in browser.get_log("browser") if e["level"] == "SEVERE"]
     assert console == []
     assert f"{base}{prefix}02_data_loading.html" in [url.partition("?")[0].partition("#")[0] for url in found], found
@@ -497,9 +530,66 @@ def test_search_lists_notebook_02(browser, base, lang, query):
     browser.execute_script("localStorage.clear()")
 
 
+# The search page's own words, less the results' titles and snippets (the pages' text, code included) and what is
+# marked as English (the language switch, for a reader of English).
+SEARCH_PAGE_WORDS = """const page = document.body.cloneNode(true);
+page.querySelectorAll('#search-results ul, script, style, noscript, [lang|="en"]').forEach(e => e.remove());
+const labels = [...page.querySelectorAll('[title], [aria-label], [placeholder], [alt]')].map(
+  e => ['title', 'aria-label', 'placeholder', 'alt'].map(a => e.getAttribute(a) || '').join(' '));
+return page.textContent + ' ' + labels.join(' ');"""
+ENGLISH_SENTENCE = re.compile(r"\b[A-Za-z][a-z']+(?:[ ,]+[A-Za-z][a-z']+){2,}")  # three English words in a row
+
+
+@pytest.mark.parametrize("query", ["数据加载器", "qwertyuiop"])
+def test_chinese_search_page_is_in_chinese(browser, base, query):
+    """The Chinese search page, after a search that finds pages and one that finds none: no English sentence in its
+    own words (Sphinx's messages, the result count), as its catalogue's "page(s)" once left one."""
+    browser.get(f"{base}zh/search.html?q={quote(query)}")
+    status = "return document.querySelector('#search-results .search-summary')?.innerText"
+    WebDriverWait(browser, 60, 0.2).until(lambda b: b.execute_script(status), f"no search summary for {query}")
+    shown = browser.execute_script(status)
+    text = browser.execute_script(SEARCH_PAGE_WORDS)
+    english = ENGLISH_SENTENCE.findall(" ".join(text.split()))
+    assert english == [], f"English on the Chinese search page (summary {shown!r})"
+
+
+# Scroll to the middle of a page, with no anchor in its address: the heading of a long section a little above the top
+# of the screen (a reader in that section). Returns the section's id.
+SCROLL_TO_MIDDLE = """const headings = [...document.querySelectorAll('article section[id] > :is(h2, h3)')];
+const top = h => h.getBoundingClientRect().top + window.scrollY;
+const long = headings.filter((h, i) => (i + 1 < headings.length ? top(headings[i + 1]) : document.body.scrollHeight)
+  - top(h) > 900);
+const heading = long[Math.floor(long.length / 2)];
+window.scrollTo(0, top(heading) + 300);
+return heading.parentElement.id;"""
+
+
+@pytest.mark.parametrize(
+    ("lang", "page"),
+    [(lang, page) for page in ("03_model", "05_training", "07_error_analysis") for lang in EDITIONS],
+)
+def test_language_switch_keeps_the_section_in_view(browser, base, lang, page):
+    """Scrolled (not linked) to a section in the middle of a page, the language switch opens the other edition's
+    page at that section, its heading at the top of the screen."""
+    from selenium.webdriver.common.by import By
+
+    browser.get(f"{base}{EDITIONS[lang][0]}{page}.html")
+    browser.execute_async_script(INSPECT)
+    section = browser.execute_script(SCROLL_TO_MIDDLE)
+    assert "#" not in browser.current_url and browser.execute_script("return window.scrollY") > 1000
+    browser.find_element(By.CSS_SELECTOR, "a.site-lang-switch").click()
+    other = EDITIONS["zh" if lang == "en" else "en"][0]
+    WebDriverWait(browser, 30, 0.2).until(lambda b: b.current_url.split("#")[0].endswith(f"/{other}{page}.html"))
+    assert browser.current_url.endswith(f"#{section}"), (section, browser.current_url)
+    browser.execute_async_script(INSPECT)
+    top = browser.execute_script("return document.getElementById(arguments[0]).getBoundingClientRect().top", section)
+    assert -5 < top < 200, f"{section} is {top} px from the top of the screen"
+
+
 def phone_problems(browser, base: str, lang: str, page: str) -> list[str]:
-    """What is wrong with a page on a 390 px phone: it scrolls sideways, a header control is under 24 x 24 px, or
-    (the home page) the notebooks table runs past the column."""
+    """What is wrong with a page on a 390 px phone: it scrolls sideways, a header control is under 24 x 24 px, a
+    shrunk figure does not open at full size, a wide table's first column scrolls away, (the home page) the notebooks
+    table runs past the column, or axe-core finds a violation in either theme."""
     metrics = {"width": 390, "height": 844, "deviceScaleFactor": 1, "mobile": True}
     browser.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
     try:
@@ -509,6 +599,12 @@ def phone_problems(browser, base: str, lang: str, page: str) -> list[str]:
         wide = browser.execute_script(OVERFLOW)["page"]
         problems = [f"the page scrolls sideways at 390 px, by {wide} px"] if wide > 0 else []
         problems += [f"a control under 24 x 24 px at 390 px: {c}" for c in browser.execute_script(SMALL_TARGETS)]
+        problems += [
+            f"a figure shrunk at 390 px that no tap opens: {s}" for s in browser.execute_script(FIGURES_SHRUNK)
+        ]
+        problems += [
+            f"a wide table's first column scrolls away at 390 px: {t}" for t in browser.execute_script(TABLE_KEYS)
+        ]
         hintless = browser.execute_async_script(SCROLL_HINT)
         problems += [f"a code block scrolls sideways at 390 px with no sign of it: {line!r}" for line in hintless]
         problems += [f"previous/next at 390 px: {link}" for link in browser.execute_script(PREV_NEXT)]
@@ -524,6 +620,9 @@ def phone_problems(browser, base: str, lang: str, page: str) -> list[str]:
         )
         past = browser.execute_script(table) if page == "index" else None
         problems += [f"the notebooks table runs {past:.0f} px past the column at 390 px"] if past and past > 1 else []
+        for theme in ("light", "dark"):
+            problems += [f"at 390 px, {v}" for v in axe_violations(browser, theme)]
+        browser.execute_script("localStorage.clear()")
         if problems:
             SHOTS.mkdir(parents=True, exist_ok=True)
             browser.save_screenshot(SHOTS / f"{lang}-{page}-390.png")
@@ -637,7 +736,13 @@ PLANTED = {
         "page",
     ),
     ("en", "05_training"): (
-        lambda html: re.sub(r"(cell_input.*?<pre>)", r"\1x = 1  # " + "y" * 160 + "\n", html, count=1, flags=re.DOTALL),
+        lambda html: re.sub(  # in the first code cell shown (the settings fold wraps its lines)
+            r'(<div class="cell docutils container">\s*<div class="cell_input.*?<pre>)',
+            r"\1x = 1  # " + "y" * 160 + "\n",
+            html,
+            count=1,
+            flags=re.DOTALL,
+        ),
         "a code block scrolls sideways at 1280 px",
         "page",
     ),
@@ -688,6 +793,18 @@ PLANTED = {
             "clip-path:inset(50%)}</style></head>",
         ),
         "a header button shows '' at 390 px",
+        "phone",
+    ),
+    ("zh", "02_data_loading"): (  # figures that no tap opens at full size
+        lambda html: html.replace('class="site-figure" href=', 'class="site-figure" data-href='),
+        "a figure shrunk at 390 px that no tap opens",
+        "phone",
+    ),
+    ("en", "09_cpu_vs_gpu"): (  # a wide table whose first column scrolls away with the rest
+        lambda html: html.replace(
+            "</head>", "<style>.bd-article table :is(th, td):first-child{position:static!important}</style></head>"
+        ),
+        "a wide table's first column scrolls away at 390 px",
         "phone",
     ),
 }

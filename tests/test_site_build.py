@@ -158,6 +158,8 @@ def test_page_copy_of_a_notebook(tmp_path, settings):
     else:
         assert "remove-input" in setup.metadata["tags"]
     assert {"hide-input", "remove-output"} <= set(solution.metadata["tags"])
+    if settings:  # the settings as a learner reads them, without Colab's form marks
+        assert cells["c03-01"].source == "seed = 42"
     alt = figure.metadata["mystnb"]["image"]["alt"]
     assert alt == "The model's loss falls, epoch by epoch (Figure: Loss vs. No. of epochs)"
     assert figures == {make_site.figure_file(figure.outputs[0]): alt}  # conf.py gives it by the image file's name
@@ -186,19 +188,30 @@ def test_every_page_has_anchors_for_each_heading_and_the_same_in_both_editions()
         assert not [a for ids in pages["zh"] for a in ids if re.match(r"c\d\d-", a)], name  # none from a cell id
 
 
-def test_figures_alt_text_is_in_the_pages_language_and_says_which_figure():
-    """Every figure of the committed notebooks gets alt text: Chinese on a Chinese page, never a file name, and no two
-    figures of a page the same (06's three test digits, 09's two traces)."""
+def test_figures_alt_text_says_what_each_figure_shows():
+    """Every figure of the committed notebooks, both languages: its alt text is the description that the code which
+    drew it left in the output (helpers.alt_text, from the set-up's describe_figures: re-execute a notebook without
+    one), in the page's language, naming a value or a structure the figure carries (a number), never repeating
+    the paragraph before it; no two figures of a page share one (06's three test digits, 09's two traces)."""
     for lang, edition in make_site.EDITIONS.items():
         for name in make_site.notebook_names():
             nb = nbformat.read(edition.notebooks / f"{name}.ipynb", as_version=4)
             alts = []
             for i, cell in enumerate(nb.cells):
-                if any(map(make_site.is_figure, cell.get("outputs", []))):
-                    alts += make_site.figure_alts(nb.cells, i, edition)
-                    for alt in alts:
-                        assert len(alt) >= make_site.ALT_LEAST and ".png" not in alt, (name, cell.id, alt)
-                        assert lang == "en" or any("\u4e00" <= c <= "\u9fff" for c in alt), (name, cell.id, alt)
+                figures = [o for o in cell.get("outputs", []) if make_site.is_figure(o)]
+                if not figures:
+                    continue
+                assert all(lang in o.metadata.get("alt", {}) for o in figures), (
+                    f"{lang} {name} {cell.id}: a figure without the alt text of the code that drew it: execute the "
+                    f"notebook again (python notebooks/series.py refresh {name})"
+                )
+                before = next((c.source for c in reversed(nb.cells[:i]) if c.cell_type == "markdown"), "")
+                for alt in make_site.figure_alts(nb.cells, i, edition):
+                    alts.append(alt)
+                    assert re.search(r"\d", alt) and ".png" not in alt, (name, cell.id, alt)
+                    assert lang == "en" or any("\u4e00" <= c <= "\u9fff" for c in alt), (name, cell.id, alt)
+                    repeated = [s for s in make_site.sentences(before) if len(s) > 8 and s.rstrip(":：") in alt]
+                    assert not repeated, (lang, name, cell.id, alt)
             assert len(set(alts)) == len(alts), (lang, name, [a for a in alts if alts.count(a) > 1])
 
 
@@ -232,6 +245,18 @@ def test_figure_alt_text_is_specific_to_each_figure():
     assert make_site.figure_alts(each, 1, en) == ["Then the test images (Label: 1)", "Then the test images (Label: 2)"]
     long = figure_cell([("text", "x" * 300 + "\nLabel: 7\n"), ("image", None)])
     assert make_site.figure_alts(long, 1, en) == ["Then the test images (Label: 7)"]  # its nearest line alone
+    described = figure_cell([("image", None), ("text", "Label: 7\n")])
+    described[1].outputs[0].metadata["alt"] = {"en": "a 28 × 28 greyscale image", "zh": "一张 28 × 28 的灰度图像"}
+    assert make_site.figure_alts(described, 1, en) == ["a 28 × 28 greyscale image (Label: 7)"]  # the code's own
+    assert make_site.figure_alts(described, 1, zh) == ["一张 28 × 28 的灰度图像（Label: 7）"]
+
+
+def test_settings_read_as_settings_on_the_web():
+    """The settings cell on a page: each setting's Colab description a comment above it, no Colab form marks."""
+    source = '# @markdown Change a setting.\n# @markdown The seed.\nseed = 42  # @param {type:"integer"}\n'
+    source += "# @markdown The device.\ndevice = None  # @param {type:'raw'}\n"
+    expected = "# Change a setting.\n# The seed.\nseed = 42\n\n# The device.\ndevice = None\n"
+    assert make_site.web_settings(source) == expected
 
 
 def test_every_cell_folded_in_jupyter_is_folded_under_its_title():
@@ -269,6 +294,8 @@ def test_home_page_is_for_learners():
         assert "make site" not in page and "make test" not in page, lang
         assert make_site.DOCUMENTATION.rstrip("/") not in page, lang  # "read it online", on the site itself
         assert "the-notebooks" in [a for ids in anchors for a in ids]
+        badges = re.findall(r"!\[([^\]]*)\]\([^)]*colab-badge", page)
+        assert badges and set(badges) == {"Open In Colab" if lang == "en" else edition.words["colab"]}, badges
     assert make_site.learners_sections("# T\n## A\n### B\ntext\n## C\n", ("A",)) == [
         (1, "", "# T\n"),
         (2, "C", "## C\n"),

@@ -3,6 +3,7 @@
 import json
 import logging
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from make_site import (  # noqa: E402
 edition = EDITIONS[os.environ.get("SITE_LANG", "en")]
 NOTEBOOKS = set(notebook_names())
 logger = sphinx_logging.getLogger(__name__)
+FIGURE = re.compile(r'<img alt="[^"]*" src="(?P<src>_images/[0-9a-f]+\.png)" />')  # a figure of a notebook's output
 
 project = html_title = project_title(edition)
 author = copyright = ""
@@ -97,6 +99,11 @@ def page_links(app, pagename: str, templatename: str, context: dict, doctree) ->
     context["metatags"] = context.get("metatags", "") + alternates(pagename)
     if "body" in context:  # the fold's accessible name is its visible title (WCAG 2.5.3)
         context["body"] = context["body"].replace('<summary aria-label="Toggle hidden content">', "<summary>")
+        # each figure opens its own file at full size, by a tap or the keyboard: a phone shrinks a wide diagram
+        zoom = f'<span class="site-zoom">{edition.words["zoom"]}</span>'
+        context["body"] = FIGURE.sub(
+            lambda m: f'<a class="site-figure" href="{m["src"]}">{m[0]}{zoom}</a>', context["body"]
+        )
 
 
 def name_sections(app, doctree) -> None:

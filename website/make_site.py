@@ -66,6 +66,21 @@ ALT_LEAST = 12  # characters: a figure's alt text takes sentences from the end o
 PRINTED_MOST = 120  # characters: what a cell printed beside a figure, in its alt text; longer, its nearest line alone
 SHORT = {"colab": "Colab", "kaggle": "Kaggle", "download": ".ipynb"}  # a launch button's word on a phone, both editions
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
+# The Chinese pages' words of the themes that their catalogues lack or their templates write in English (aria-labels,
+# tooltips, the colour mode's menu), put in Chinese after the build (chinese_theme); and the message of Sphinx 8.2's
+# search that the zh_CN catalogue has only in an older form ("page(s)"), added to the page's translations.
+THEME_ZH = {
+    "Toggle primary sidebar": "显示或隐藏导航栏",
+    "Toggle secondary sidebar": "显示或隐藏本页目录",
+    "Color mode": "颜色模式",
+    "System Settings": "跟随系统",
+    "Search...": "搜索……",
+    "Main": "主导航",
+    "Page": "本页",
+}
+SEARCH_ZH = {
+    "Search finished, found one page matching the search query.": ["搜索完成，找到 ${resultCount} 个匹配的页面。"]
+}
 PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 
 
@@ -113,6 +128,7 @@ EDITIONS = {
             "titled": " (Figure: {})",  # a plot's own title, in a figure's alt text
             "printed": " ({})",  # what the figure's cell printed beside it, in its alt text
             "nth": " (image {} of {})",  # a figure's place among its cell's, in its alt text
+            "zoom": "Open full size",  # under a figure on a phone: the figure's own file, at its full size
         },
         dropped=("As a website", "For maintainers"),
     ),
@@ -142,6 +158,7 @@ EDITIONS = {
             "titled": "（图：{}）",
             "printed": "（{}）",
             "nth": "（第 {} 张图，共 {} 张）",
+            "zoom": "查看原尺寸图片",
         },
         dropped=("作为网站阅读", "维护者", "渲染成网页", "译文是如何生成的"),
     ),
@@ -257,6 +274,15 @@ def fold(cell: nbformat.NotebookNode, tags: list[str], show_output: bool) -> Non
         cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | prompts
 
 
+def web_settings(source: str) -> str:
+    """A settings cell's code as a learner reads it on the web: each setting's `# @markdown` line as a comment above
+    it, without Colab's `# @param {...}` marks (Colab and Jupyter keep the form: the notebooks are unchanged)."""
+    lines = [re.sub(r"^(\s*)# @markdown ?", r"\1# ", line) for line in source.splitlines()]
+    code = "\n".join(re.sub(r"\s*# @param\b.*$", "", line) for line in lines)
+    code = re.sub(r"^(\w+ = .*)\n(?=#)", r"\1\n\n", code, flags=re.MULTILINE)  # a blank line between two settings
+    return code + ("\n" if source.endswith("\n") else "")
+
+
 def going_further_ids(english: nbformat.NotebookNode) -> set[str]:
     """Ids of the cells that open the "Going further" part of a notebook (02-06), tagged `going-further`."""
     return {c.id for c in english.cells if "going-further" in c.metadata.get("tags", [])}
@@ -330,7 +356,10 @@ def sentences(markdown: str) -> list[str]:
 
 
 def figure_alts(cells: list, index: int, edition: Edition) -> list[str]:
-    """Alt text for each figure a code cell draws, in the page's language: the Markdown sentence before the cell,
+    """Alt text for each figure a code cell draws, in the page's language: what the figure shows, as the code that
+    drew it described it in the output's metadata (helpers.alt_text: {"alt": {"en": ..., "zh": ...}}), with what
+    the cell printed beside it ("Label: 7 , Predicted: 7"); for a figure without one (a notebook not executed since),
+    from the notebook: the Markdown sentence before the cell,
     which says what it shows, made specific by the plot's own title (set in the cell or in a function of the notebook
     it calls); else by what the cell printed just before the figure (or after it, for a cell's one figure: "Label: 7 ,
     Predicted: 7"); else, where the cell draws several, by the figure's place among them ("image 2 of 3")."""
@@ -350,10 +379,12 @@ def figure_alts(cells: list, index: int, edition: Edition) -> list[str]:
     figures = [k for k, output in enumerate(outputs) if is_figure(output)]
     alts = []
     for k in figures:
-        printed = "" if named else printed_beside(outputs, k, alone=len(figures) == 1)
-        specific = edition.words["titled"].format(named) if named else ""
+        described = outputs[k].get("metadata", {}).get("alt", {}).get(edition.lang)
+        titled = named and not described
+        printed = "" if titled else printed_beside(outputs, k, alone=len(figures) == 1)
+        specific = edition.words["titled"].format(named) if titled else ""
         specific = edition.words["printed"].format(printed) if printed else specific
-        alts.append((said + specific).strip() or edition.words["figure"])
+        alts.append(((described or said) + specific).strip() or edition.words["figure"])
     if len(set(alts)) < len(alts):
         alts = [alt + edition.words["nth"].format(n, len(alts)) for n, alt in enumerate(alts, 1)]
     return alts
@@ -462,6 +493,7 @@ def page_notebook(
             tags.append("remove-cell")
         elif "parameters" in tags or ("setup" in tags and settings):
             fold(cell, tags, show_output=True)
+            cell.source = web_settings(cell.source)
         elif "setup" in tags:
             tags.append("remove-input")
         elif cell.cell_type == "code" and ({"solution", "recap"} & set(tags) or folded_in_jupyter(cell)):
@@ -549,7 +581,7 @@ def _zh_table(section: str) -> str:
             cells = ["---"] * (len(cells) + 2)
         elif cells and cells[0] in english:
             name = re.search(r"\]\(([^)]+)\.ipynb\)", cells[1])[1]
-            badge = f"[![Open In Colab]({BADGE_URL})]({launch_urls(EDITIONS['zh'], name)['colab']})"
+            badge = f"[![{words['colab']}]({BADGE_URL})]({launch_urls(EDITIONS['zh'], name)['colab']})"
             cells = [*cells[:2], badge, *cells[2:], zh_time(english[cells[0]][-1])]
         lines.append(f"| {' | '.join(cells)} |" if cells else line)
     return "\n".join(lines) + "\n"
@@ -660,6 +692,20 @@ def prune(html: Path) -> None:
             minified.write_text(re.sub(r"\n?(//|/\*)# sourceMappingURL=\S+(\*/)?", "", text), encoding="utf-8")
 
 
+def chinese_theme(html: Path) -> None:
+    """The Chinese edition's pages with the themes' English words in Chinese (THEME_ZH: as an attribute's whole value
+    or an element's whole text), and the search's result count in Chinese (SEARCH_ZH: plural_expr is 0 in Chinese,
+    so the one form serves every count)."""
+    for page in html.rglob("*.html"):
+        text = page.read_text(encoding="utf-8")
+        for english, chinese in THEME_ZH.items():
+            text = text.replace(f'="{english}"', f'="{chinese}"').replace(f">{english}<", f">{chinese}<")
+        page.write_text(text, encoding="utf-8")
+    added = json.dumps(SEARCH_ZH, ensure_ascii=False)
+    with (html / "_static" / "translations.js").open("a", encoding="utf-8") as file:
+        file.write(f"\nObject.assign(Documentation.TRANSLATIONS, {added});\n")
+
+
 def missing_packages() -> list[str]:
     """The site's modules that this Python cannot import."""
     return [module for module in SITE_MODULES if importlib.util.find_spec(module) is None]
@@ -697,6 +743,8 @@ def build() -> None:
     for edition in EDITIONS.values():
         html = WORK / edition.lang / "html"
         prune(html)
+        if edition.lang == "zh":
+            chinese_theme(html)
         fonts.subset(source, html)
     fresh_folder(SITE, "the site's folder")
     try:
