@@ -143,30 +143,24 @@ def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_pat
         "pip uninstall removes the series' files alone"
     )
     assert not (site / "torch").exists() and not list(site.glob("torch-*")), "no PyTorch"
-    alone = f"import sys; sys.path = [p for p in sys.path if p != {str(REPO)!r}]\n"  # no clone on the path: Colab
-    check = alone + (
+
+    def installed(code: str) -> subprocess.CompletedProcess:
+        """`code` run by a Python that finds the series only where pip put it (no clone on the path: Colab)."""
+        alone = f"import sys; sys.path = [p for p in sys.path if p != {str(REPO)!r}]\n"
+        env = os.environ | {"PYTHONPATH": str(site)}
+        return subprocess.run(
+            [sys.executable, "-c", alone + code], env=env, capture_output=True, text=True, cwd=tmp_path
+        )
+
+    ran = installed(
         "import pytorch_gpu_mnist, series_setup, helpers_exercises\n"
         "print(series_setup.HERE, series_setup.code_version(), series_setup.is_clone(series_setup.HERE))\n"
         "print(len(helpers_exercises.solutions('05_training')))\n"
     )
-    ran = subprocess.run(
-        [sys.executable, "-c", check],
-        env=os.environ | {"PYTHONPATH": str(site)},
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
     here, version, clone, solutions = ran.stdout.split()
     assert (here, version, clone) == (str(site / "pytorch_gpu_mnist"), VERSION, "False"), ran.stderr
     assert int(solutions) >= 1, "the worked solutions, read from the installed notebooks"
-    shadowed = alone + "import pytorch_gpu_mnist, helpers, series_setup; series_setup.start('01_gpu_runtime', {})"
-    ran = subprocess.run(
-        [sys.executable, "-c", shadowed],
-        env=os.environ | {"PYTHONPATH": str(site)},
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
+    ran = installed("import pytorch_gpu_mnist, helpers, series_setup; series_setup.start('01_gpu_runtime', {})")
     assert f"The `helpers` imported here is {site / 'helpers.py'}, a module of your own" in ran.stderr
 
 
