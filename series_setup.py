@@ -412,7 +412,6 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     check_code(namespace, version)
     check_names(namespace, spec.settings)
     check_settings(namespace, spec.settings)
-    helpers.describe_figures()
     folder = series_folder()
     given = {name: namespace.get(name) for name in spec.settings}
     device = helpers.get_default_device(given["device"])  # "auto" (or None): the best here

@@ -102,37 +102,3 @@ def test_predictions_mistakes_and_pictures(mnist_test):
         helpers.predict_loader(model, [])
     with pytest.raises(ValueError, match="no mistakes"):
         helpers.show_mistakes(subset, preds, [])
-
-
-def test_figures_carry_alt_text_of_what_they_draw():
-    """Each figure's alt text, English and Chinese, from the code that drew it: a curve's shape and end values, a
-    diagram's structure, a confusion matrix's diagonal, an image's size; a notebook output carries it (set-up's
-    describe_figures)."""
-    import matplotlib.pyplot as plt
-    from IPython.core.interactiveshell import InteractiveShell
-
-    history = [{"val_loss": v, "val_acc": 1 - v / 3} for v in (2.3, 1.0, 0.5, 0.45, 0.44)]
-    alt = helpers.alt_text(helpers.plot_losses(history))
-    assert "falls from 2.3 at epoch 0 to 0.44 at epoch 4, levelling off" in alt["en"], alt
-    assert "从 epoch 0 时的 2.3 降到 epoch 4 时的 0.44，后半段趋于平缓" in alt["zh"], alt
-    assert "rises from 0.233 at epoch 0" in helpers.alt_text(helpers.plot_accuracies(history))["en"]
-    network = helpers.alt_text(helpers.draw_network([784, 32, 10]))
-    assert "784 → 32 → 10" in network["en"] and "Linear(784, 32)" in network["en"] and "784 → 32 → 10" in network["zh"]
-    cm = torch.tensor([[50, 3], [9, 40]])
-    matrix = helpers.alt_text(helpers.plot_confusion_matrix(cm))
-    assert "holds 90 of the 102 images" in matrix["en"] and "9, true 1 predicted as 0" in matrix["en"], matrix
-    fig = plt.figure()
-    plt.imshow(torch.rand(28, 28).numpy(), cmap="gray")
-    assert helpers.alt_text(fig) == {"en": "a 28 × 28 greyscale image", "zh": "一张 28 × 28 的灰度图像"}
-    relu = plt.figure()
-    plt.plot(torch.linspace(-3, 3, 61), torch.relu(torch.linspace(-3, 3, 61)))
-    assert "stays at 0 at x -3 until x 0, then rises to 3 at x 3" in helpers.alt_text(relu)["en"]
-    shell = InteractiveShell.instance()
-    try:
-        helpers.describe_figures()
-        _, metadata = shell.display_formatter.format(relu)
-        assert metadata["alt"] == helpers.alt_text(relu)
-    finally:
-        shell.display_formatter.mimebundle_formatter.pop(matplotlib.figure.Figure, None)
-        InteractiveShell.clear_instance()
-        plt.close("all")

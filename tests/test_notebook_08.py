@@ -42,7 +42,7 @@ def test_08_demo_keeps_every_file_it_did_not_make_and_starts_from_scratch_each_r
         timeout=600,
         kernel_name="python3",
         extra_arguments=runs.KERNEL_ARGS,
-        kernel_manager_class=runs.quiet_kernel_manager(),
+        kernel_manager_class=runs.kernel_manager(),
         resources={"metadata": {"path": str(REPO / "notebooks")}},
     )
     client.execute()

@@ -323,7 +323,7 @@ def test_shutdown_does_not_interrupt_the_kernel_but_a_timeout_still_does(monkeyp
         sent.append(self.shutting_down)
 
     monkeypatch.setattr(AsyncKernelManager, "_async_interrupt_kernel", interrupt)
-    manager = runs.quiet_kernel_manager()()
+    manager = runs.kernel_manager()()
     for shutting_down in (True, False):
         manager.shutting_down = shutting_down
         asyncio.run(manager._async_interrupt_kernel())

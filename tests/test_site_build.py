@@ -190,9 +190,9 @@ def test_every_page_has_anchors_for_each_heading_and_the_same_in_both_editions()
 
 def test_figures_alt_text_says_what_each_figure_shows():
     """Every figure of the committed notebooks, both languages: its alt text is the description that the code which
-    drew it left in the output (helpers.alt_text, from the set-up's describe_figures: re-execute a notebook without
-    one), in the page's language, naming a value or a structure the figure carries (a number), never repeating
-    the paragraph before it; no two figures of a page share one (06's three test digits, 09's two traces)."""
+    drew it left in the output (serieslib/alt_text.py, loaded into the kernels of `series.py refresh`: re-execute a
+    notebook without one), in the page's language, naming a value or a structure the figure carries (a number), never
+    repeating the paragraph before it; no two figures of a page share one (06's three test digits, 09's two traces)."""
     for lang, edition in make_site.EDITIONS.items():
         for name in make_site.notebook_names():
             nb = nbformat.read(edition.notebooks / f"{name}.ipynb", as_version=4)

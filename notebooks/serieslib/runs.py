@@ -21,7 +21,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import exercises, pages
+from . import alt_text, exercises, pages
 from .checks import LATEST_MARK, checked_settings, claim_prepared, new_run_folder, require
 from .pages import REPO, notebook_paths, settings, shown, stamp, tagged
 from .report import write_report
@@ -177,7 +177,7 @@ def _execute(path: Path, out: Path, shared: dict) -> dict:
             kernel_name="python3",
             progress_bar=False,
             extra_arguments=KERNEL_ARGS,
-            kernel_manager_class=quiet_kernel_manager(),
+            kernel_manager_class=kernel_manager(),
         )
         status = "ok"
     except papermill.PapermillExecutionError as err:
@@ -211,8 +211,9 @@ def _unfinished(path: Path, out: Path, status: str, seconds: float) -> dict:
 
 
 @functools.cache
-def quiet_kernel_manager() -> type:
-    """jupyter_client's AsyncKernelManager, less the SIGINT it sends a kernel just before asking it to shut down.
+def kernel_manager() -> type:
+    """jupyter_client's AsyncKernelManager, with the website's alt text loaded into each kernel (`alt_text`), less the
+    SIGINT it sends a kernel just before asking it to shut down.
 
     A kernel still finishing its last reply takes that signal as a KeyboardInterrupt and logs "KeyboardInterrupt
     caught in kernel." at ERROR: one run in ten or twenty began with that line. The shutdown request alone stops
@@ -220,12 +221,16 @@ def quiet_kernel_manager() -> type:
     """
     from jupyter_client.manager import AsyncKernelManager
 
-    class QuietShutdownKernelManager(AsyncKernelManager):
+    class SeriesKernelManager(AsyncKernelManager):
+        async def _async_pre_start_kernel(self, **kw):
+            kw["env"] = {**kw.get("env", os.environ), **alt_text.kernel_env()}
+            return await super()._async_pre_start_kernel(**kw)
+
         async def _async_interrupt_kernel(self) -> None:
             if not self.shutting_down:  # an interrupt asked for outside shutdown (a cell's timeout) still goes
                 await super()._async_interrupt_kernel()
 
-    return QuietShutdownKernelManager
+    return SeriesKernelManager
 
 
 def collect(out: Path, summary: list[dict], parameters: dict, langs: list[str] | None = None) -> dict:
@@ -310,7 +315,7 @@ def refresh(names: list[str] | None = None) -> None:
             kernel_name="python3",
             record_timing=False,
             extra_arguments=KERNEL_ARGS,
-            kernel_manager_class=quiet_kernel_manager(),
+            kernel_manager_class=kernel_manager(),
             resources={"metadata": {"path": str(pages.NOTEBOOKS)}},
         )
         client.execute()
