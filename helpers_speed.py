@@ -3,7 +3,7 @@
 
 The notebooks write what they teach: 09 its loaders and the profiler around the lesson's loop, 11 the training step
 in the shape of PyTorch's automatic mixed precision recipe. `make bench` runs 11's configurations through
-`recipe_epoch`, the same step written once more here, and the pipelines through helpers_run's registry.
+`recipe_epoch`, the same step written once more here, and 09's two input pipelines.
 """
 
 from __future__ import annotations
@@ -22,10 +22,12 @@ from typing import Any
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils.data import DataLoader
 
 from helpers import (
     LESSON,
     Classifier,
+    DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
     as_device,
@@ -41,7 +43,6 @@ from helpers import (
     to_device,
 )
 from helpers_common import epoch_times, markdown_table, take_turns
-from helpers_run import input_pipeline
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's own start and stop lines on stderr (09), silenced
 # A CUDA build of PyTorch on a machine without CUDA logs, when torch.compile first imports this module, that it found
@@ -152,23 +153,30 @@ def benchmark_pipelines(
     root: str | Path = "data",
     devices: Sequence[str] | None = None,
     epochs: int = 3,
-    pipelines: Sequence[str] = ("as_taught", "tuned", "resident"),
     limit: int | None = None,
     out_dir: str | Path | None = None,
     seed: int = LESSON.seed,
     verbose: bool = True,
 ) -> list[dict]:
-    """`make bench`'s pipelines: `compare_pipelines` over helpers_run's registry; printed, and drawn in `out_dir`."""
+    """`make bench`'s pipelines, notebook 09's two (the lesson's loaders, `DeviceResidentLoader`), through
+    `compare_pipelines`; printed, and drawn in `out_dir`."""
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
-    makers = {name: input_pipeline(name) for name in pipelines}  # an unknown name fails here, before any data loads
     devices = [as_device(d) for d in (devices or available_devices())]
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    runs = {
-        name: partial(lambda f, device, seed: f(train_set, val_set, device=device, seed=seed), f)
-        for name, f in makers.items()
-    }
-    rows = compare_pipelines(runs, devices, epochs, seed)
+
+    def as_taught(device: torch.device, seed: int) -> tuple:
+        kw = {"num_workers": 2, "pin_memory": device.type == "cuda"}
+        generator = torch.Generator().manual_seed(seed)
+        train = DataLoader(train_set, LESSON.batch_size, shuffle=True, generator=generator, **kw)
+        val = DataLoader(val_set, LESSON.val_batch_size, **kw)
+        return DeviceDataLoader(train, device), DeviceDataLoader(val, device)
+
+    def resident(device: torch.device, seed: int) -> tuple:
+        train = DeviceResidentLoader.from_dataset(train_set, LESSON.batch_size, shuffle=True, device=device, seed=seed)
+        return train, DeviceResidentLoader.from_dataset(val_set, LESSON.val_batch_size, device=device)
+
+    rows = compare_pipelines({"as_taught": as_taught, "resident": resident}, devices, epochs, seed)
     if verbose:
         print(format_pipelines(rows))
     if out_dir is not None:
