@@ -12,10 +12,9 @@ original's known flaws fixed:
 * `pin_memory` is used only with CUDA, so CPU-only machines warn about nothing;
 * `fit` trains through the model's own `training_step`, and bad input gets one clear error.
 
-The later notebooks compose around these functions in modules of their own, which import this one and which
-it never imports: `helpers_run` (the lesson's run in one call, fed by any input pipeline), `helpers_common`,
-`helpers_speed` (09, 11), `helpers_ddp` (10); `helpers_data` fetches the data files and `helpers_cli` is the
-command line (`python helpers_cli.py --help`).
+Modules of their own import this one, and it never imports them: `helpers_run` (the lesson's run in one call),
+the measurement of 09-11 (`helpers_common`, `helpers_speed`, `helpers_ddp`) and the command line `helpers_cli`;
+`helpers_data` puts the data files in place.
 """
 
 from __future__ import annotations

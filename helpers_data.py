@@ -14,6 +14,7 @@ import os
 import socket
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from torchvision.datasets import MNIST, FashionMNIST
 
@@ -53,17 +54,20 @@ def _remove_stale_temporaries(path: Path) -> None:
         return
     for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
         pid = tmp.name.rsplit("-", 1)[1]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
             with contextlib.suppress(OSError):
                 tmp.unlink()
 
 
-def _running(pid: int) -> bool:
+def process_alive(pid: Any) -> bool:
+    """Whether the process `pid` runs on this machine (never asked off POSIX: on Windows os.kill would end it)."""
+    if not isinstance(pid, int) or os.name != "posix":
+        return False
     try:
-        os.kill(pid, 0)
+        os.kill(pid, 0)  # signal 0: only asks
     except ProcessLookupError:
         return False
-    except PermissionError:  # it runs, as another user
+    except OSError:  # it runs, as another user
         return True
     return True
 

@@ -21,7 +21,6 @@ import importlib.metadata
 import json
 import os
 import platform
-import sys
 import tomllib
 from collections.abc import Callable
 from pathlib import Path
@@ -361,19 +360,6 @@ def _check_folder(path: Path, setting: str) -> None:
 KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
 
 
-def _alive(pid: Any) -> bool:
-    """Whether the process `pid` runs on this machine (not asked on Windows, where os.kill would end it)."""
-    if not isinstance(pid, int) or sys.platform == "win32":
-        return False
-    try:
-        os.kill(pid, 0)  # signal 0: only asks
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        return True
-    return True
-
-
 def claim(folder: Path, notebook: str) -> None:
     """Mark `folder` as this kernel's; refuse it while another kernel on this machine that is still running holds it
     (two kernels that share a work folder would resume, or replace, each other's runs)."""
@@ -385,7 +371,8 @@ def claim(folder: Path, notebook: str) -> None:
     except (OSError, ValueError):
         other = {}
     other = other if isinstance(other, dict) else {}
-    if other.get("host") == me["host"] and other.get("pid") != me["pid"] and _alive(other.get("pid")):
+    another_here = other.get("host") == me["host"] and other.get("pid") != me["pid"]
+    if another_here and helpers_data.process_alive(other.get("pid")):
         raise RuntimeError(
             f"another kernel (process {other['pid']}) runs {other.get('notebook')} with this work folder, "
             f"{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
