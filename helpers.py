@@ -1112,11 +1112,8 @@ def show_batch(loader: Iterable, nrow: int = 16):
     ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
     ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
     h, w = images.shape[-2:]
-    return describe(
-        fig,
-        f"One batch as a grid: {len(images)} images of {h} × {w} pixels, {nrow} a row",
-        f"一个批次排成的网格：{len(images)} 张 {h} × {w} 像素的图像，每行 {nrow} 张",
-    )
+    fig.drawn = ("batch", {"n": len(images), "h": h, "w": w, "nrow": nrow})  # what it shows, for the site's alt text
+    return fig
 
 
 def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10):
@@ -1145,19 +1142,8 @@ def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10
         ax.scatter(*zip(*column), s=150, color=colour, zorder=2)
     ax.set(xlim=(-0.5, len(sizes) - 0.5), ylim=(-1.6, 1.7))
     ax.axis("off")
-    chain = " → ".join(f"{n:,}" for n in sizes)
-    layers = [f"Linear({a}, {b})" for a, b in zip(sizes, sizes[1:])]
-    return describe(
-        fig,
-        f"Diagram of the network {chain}: columns of circles for {sizes[0]:,} inputs, "
-        + "".join(f"{n:,} hidden units (then {activation}), " for n in sizes[1:-1])
-        + f"{sizes[-1]:,} outputs; every circle joined by a line (a weight) to every circle of the next column, "
-        f"the layers {', '.join(layers)}; at most {shown} circles a column, three dots for the rest",
-        f"网络 {chain} 的示意图：一列列圆圈，依次是 {sizes[0]:,} 个输入、"
-        + "".join(f"{n:,} 个隐藏单元（之后是 {activation}）、" for n in sizes[1:-1])
-        + f"{sizes[-1]:,} 个输出；每个圆圈都用一条线（一个权重）连到下一列的每个圆圈，"
-        f"各层依次是 {'、'.join(layers)}；每列最多画 {shown} 个圆圈，其余以三个点代表",
-    )
+    fig.drawn = ("network", {"sizes": list(sizes), "activation": activation, "shown": shown})  # for the site's alt text
+    return fig
 
 
 def _plot_curves(history: Sequence[dict], keys: dict[str, str], ylabel: str, title: str):
@@ -1209,12 +1195,6 @@ def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor
     return {"labels": torch.cat(labels).cpu(), "preds": probs_all.argmax(dim=1), "probs": probs_all}
 
 
-def describe(fig: Any, en: str, zh: str) -> Any:
-    """Give `fig` its alt text, in English and in Chinese, for the website; return `fig`."""
-    fig.alt_text = {"en": en, "zh": zh}
-    return fig
-
-
 # ==================================================================================================
 # 7. Evaluation in depth: where the model fails (notebook 07)
 # ==================================================================================================
@@ -1255,19 +1235,8 @@ def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = 
     ticks = range(len(names))
     ax.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
     ax.set(xlabel="predicted label", ylabel="true label", title="Confusion matrix")
-    right, total = int(cm.diagonal().sum()), int(cm.sum())
-    off = cm - torch.diag(cm.diagonal())
-    worst = int(off.argmax())
-    i, j = divmod(worst, len(cm))
-    return describe(
-        fig,
-        f"Confusion matrix, {len(cm)} × {len(cm)}: true label down, predicted label across, each cell its count. "
-        f"The diagonal (right) holds {right:,} of the {total:,} images; the largest count off it is "
-        f"{int(off.flatten()[worst])}, true {names[i]} predicted as {names[j]}",
-        f"混淆矩阵，{len(cm)} × {len(cm)}：纵向为真实标签，横向为预测标签，每格是其计数。"
-        f"对角线（预测正确）共 {right:,} 张，总数 {total:,} 张；对角线外最大的计数是 "
-        f"{int(off.flatten()[worst])}：真实为 {names[i]}，被预测成 {names[j]}",
-    )
+    fig.drawn = ("confusion", {"cm": cm.tolist(), "names": names})  # for the site's alt text
+    return fig
 
 
 def most_confident_mistakes(predictions: dict[str, torch.Tensor], k: int = 16) -> torch.Tensor:

@@ -3,7 +3,7 @@
 
 Only the tooling that executes notebooks for commit (`series.py refresh` and `run`) loads this into the kernel, through
 a start-up file of an IPython folder of its own (`kernel_env`); a learner's kernel never runs it. A drawing function
-that knows what its figure shows says so (`helpers.describe` sets `fig.alt_text`); any other figure is described
+of helpers that knows what its figure shows says so (`fig.drawn`, read by `DRAWN`); any other figure is described
 from what it draws. This file imports nothing of the series: the kernel loads it by its path.
 """
 
@@ -131,10 +131,52 @@ def _axes_alt(ax: Any) -> tuple[str, str]:
     )
 
 
+def _batch(n: int, h: int, w: int, nrow: int) -> dict[str, str]:
+    return {
+        "en": f"One batch as a grid: {n} images of {h} × {w} pixels, {nrow} a row",
+        "zh": f"一个批次排成的网格：{n} 张 {h} × {w} 像素的图像，每行 {nrow} 张",
+    }
+
+
+def _network(sizes: list[int], activation: str, shown: int) -> dict[str, str]:
+    chain = " → ".join(f"{n:,}" for n in sizes)
+    layers = [f"Linear({a}, {b})" for a, b in zip(sizes, sizes[1:])]
+    return {
+        "en": f"Diagram of the network {chain}: columns of circles for {sizes[0]:,} inputs, "
+        + "".join(f"{n:,} hidden units (then {activation}), " for n in sizes[1:-1])
+        + f"{sizes[-1]:,} outputs; every circle joined by a line (a weight) to every circle of the next column, "
+        f"the layers {', '.join(layers)}; at most {shown} circles a column, three dots for the rest",
+        "zh": f"网络 {chain} 的示意图：一列列圆圈，依次是 {sizes[0]:,} 个输入、"
+        + "".join(f"{n:,} 个隐藏单元（之后是 {activation}）、" for n in sizes[1:-1])
+        + f"{sizes[-1]:,} 个输出；每个圆圈都用一条线（一个权重）连到下一列的每个圆圈，"
+        f"各层依次是 {'、'.join(layers)}；每列最多画 {shown} 个圆圈，其余以三个点代表",
+    }
+
+
+def _confusion(cm: list[list[int]], names: list[str]) -> dict[str, str]:
+    counts = np.asarray(cm)
+    n, right, total = len(counts), int(np.trace(counts)), int(counts.sum())
+    off = counts - np.diag(np.diag(counts))
+    i, j = divmod(int(off.argmax()), n)
+    return {
+        "en": f"Confusion matrix, {n} × {n}: true label down, predicted label across, each cell its count. "
+        f"The diagonal (right) holds {right:,} of the {total:,} images; the largest count off it is "
+        f"{int(off[i, j])}, true {names[i]} predicted as {names[j]}",
+        "zh": f"混淆矩阵，{n} × {n}：纵向为真实标签，横向为预测标签，每格是其计数。"
+        f"对角线（预测正确）共 {right:,} 张，总数 {total:,} 张；对角线外最大的计数是 "
+        f"{int(off[i, j])}：真实为 {names[i]}，被预测成 {names[j]}",
+    }
+
+
+# The figures whose drawing function says what they show: helpers sets fig.drawn = (kind, what it drew).
+DRAWN = {"batch": _batch, "network": _network, "confusion": _confusion}
+
+
 def alt_text(fig: Any) -> dict[str, str]:
-    """A figure's alt text in English and Chinese: its own (describe), else what its axes draw."""
-    if hasattr(fig, "alt_text"):
-        return fig.alt_text
+    """A figure's alt text in English and Chinese: what its drawing function says it drew, else what its axes draw."""
+    if hasattr(fig, "drawn"):
+        kind, drawn = fig.drawn
+        return DRAWN[kind](**drawn)
     shown = [ax for ax in fig.axes if ax.get_visible() and (ax.axison or ax.get_images() or ax.texts)]
     top = fig._suptitle.get_text() if fig._suptitle else ""
     if len(shown) > 2 and all(ax.get_images() for ax in shown):
