@@ -19,9 +19,7 @@ def test_the_lessons_run_refuses_what_it_cannot_run_before_loading_data(tmp_path
 
 
 def test_the_lessons_run_trains_tests_and_saves(data_root, tmp_path, capsys):
-    result = helpers_run.train_lesson(
-        data_root, "cpu", epochs=(1,), lrs=(0.5,), limit=1000, save=tmp_path / "w.pt"
-    )
+    result = helpers_run.train_lesson(data_root, "cpu", epochs=(1,), lrs=(0.5,), limit=1000, save=tmp_path / "w.pt")
     out = capsys.readouterr().out
     assert len(result["history"]) == 2 and "test: loss" in out and f"accuracy {result['test_acc']:.4f}" in out
     assert result["test_acc"] > result["history"][0]["val_acc"] + 0.1, "8 steps from chance: it learns"
