@@ -7,7 +7,7 @@ LEARNER_VENV := .venv/.learner-$(shell cksum < requirements.txt | cut -d' ' -f1)
 VENV := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: data run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv lab browser-test site site-test
+.PHONY: data run test unit test-colab gpu-check lint bench speedrun notebooks venv lab browser-test site site-test
 
 venv: $(VENV)
 
@@ -40,8 +40,8 @@ $(DATA) &: | $(VENV)
 lab: $(LEARNER_VENV)
 	.venv/bin/jupyter lab notebooks/
 
-## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" sets a notebook setting;
-## ARGS="--lang zh" also writes the executed notebooks in Chinese, without a second execution).
+## Execute every notebook with papermill into runs/<timestamp>/, with metrics.json (ARGS="-p device cpu" sets a
+## notebook setting; ARGS="05_training" runs one).
 run: $(VENV) data
 	$(PY) notebooks/series.py run $(ARGS)
 
@@ -87,10 +87,6 @@ lint: $(VENV)
 ## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
 bench: $(VENV) data
 	$(PY) helpers_cli.py bench $(ARGS)
-
-## Replace MAINTAINERS.md's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
-bench-report: $(VENV)
-	$(PY) notebooks/series.py bench-report
 
 speedrun: $(VENV) data
 	$(PY) helpers_cli.py speedrun
