@@ -108,8 +108,7 @@ browser-test: $(VENV) data
 
 ## The series as a website: site/ in English, site/zh/ in Chinese, from the committed notebooks and outputs, executing
 ## nothing and fetching nothing (website/make_site.py: Sphinx, myst-nb, sphinx-book-theme). Its packages,
-## requirements-site.txt, go into their own .venv-site; as root it installs Debian's fonts-noto-cjk if missing (the
-## Chinese pages' webfont, cut down at build time). Read it: python -m http.server -d site, then http://localhost:8000
+## requirements-site.txt, go into their own .venv-site. Read it: python -m http.server -d site, then http://localhost:8000
 SITE_PY := .venv-site/bin/python
 SITE_VENV := .venv-site/.installed-$(shell cksum < requirements-site.txt | cut -d' ' -f1)
 
@@ -119,8 +118,6 @@ $(SITE_VENV): requirements-site.txt
 	rm -f .venv-site/.installed-* && touch $@
 
 site: $(SITE_VENV)
-	@[ "$$(id -u)" != 0 ] || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || ! command -v apt-get >/dev/null || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	$(SITE_PY) website/make_site.py
 
 ## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages at 1280 px

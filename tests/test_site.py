@@ -79,13 +79,6 @@ INSPECT = """const done = arguments[arguments.length - 1];
   }
   await document.fonts.ready;
   const q = s => document.querySelector(s);
-  let quoteWidth = null;  // a curly quote's width in ems, between two Han characters of a paragraph of the article
-  if (q('article') && document.body.textContent.includes('\u201c')) {
-    const p = q('article').appendChild(document.createElement('p'));
-    p.innerHTML = '\u4e2d<span>\u201c</span>\u4e2d';  // 中“中: no neighbouring punctuation to trim its spacing
-    quoteWidth = p.firstElementChild.getBoundingClientRect().width / parseFloat(getComputedStyle(p).fontSize);
-    p.remove();
-  }
   done({
     lang: document.documentElement.lang,
     brokenImages: [...document.images].filter(i => !i.complete || i.naturalWidth === 0).map(i => i.getAttribute('src')),
@@ -102,8 +95,6 @@ INSPECT = """const done = arguments[arguments.length - 1];
     sections: [...document.querySelectorAll('article section[id]')].map(s => s.id),
     switch: q('a.site-lang-switch')?.href,
     shown: document.body.innerText, text: document.body.textContent,
-    cjkFont: [...document.fonts].filter(f => f.family.includes('Site CJK') && f.status === 'loaded').length,
-    quoteWidth,
     italicCode: [...document.querySelectorAll('.highlight span')].filter(
       s => getComputedStyle(s).fontStyle === 'italic').length,
     optional: !!q('.site-optional'), goingFurther: !!q('section.going-further'),
@@ -415,10 +406,7 @@ def page_problems(browser, base: str, lang: str, page: str) -> list[str]:
         own = set(make_site.OWN_ANCHORS.values())  # a section of this edition alone (the glossary)
         if [i for i in seen["sections"] if i not in own] != english:
             problems.append(f"section anchors {seen['sections']} are not the English page's {english}")
-        problems += [] if seen["cjkFont"] else ["the CJK webfont did not load"]
         problems += [f"{seen['italicCode']} italic spans in code"] if seen["italicCode"] else []
-        if seen["quoteWidth"] is not None and seen["quoteWidth"] < 0.9:
-            problems.append(f"a curly quote is {seen['quoteWidth']:.2f} em wide: not drawn by the CJK font")
     if page in NAMES:
         problems += notebook_problems(browser, base, lang, page, seen)
     browser.execute_script(UNFOLD)
