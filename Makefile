@@ -121,8 +121,8 @@ site: $(SITE_VENV)
 	$(SITE_PY) website/make_site.py
 
 ## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages at 1280 px
-## and on a 390 px phone, axe-core's WCAG 2.1 A and AA rules in the light and dark themes, keyboard focus, the
-## searches, and planted defects that must be caught; then the build's own faults (tests/test_site_build.py).
+## and on a 390 px phone, axe-core's WCAG 2.1 A and AA rules (light and dark themes; light on the phone), keyboard
+## focus, the searches, and planted defects that must be caught; then the build's own faults (tests/test_site_build.py).
 ## axe-core is pinned in website/axe/package-lock.json, installed by npm into runs/site-axe/. Installs chromium and
 ## chromedriver as browser-test does.
 AXE_JS := runs/site-axe/node_modules/axe-core/axe.min.js
