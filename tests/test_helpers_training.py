@@ -551,7 +551,7 @@ def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
         helpers.check_save_path(tmp_path / "file" / "lesson.ckpt")
 
 
-# ------------------------------------------------------------------- a fresh tester's cases (issue 40, after round 4)
+# ------------------------------------------------------------------- arguments fit cannot use: refused before training
 
 
 def test_numpy_and_tensor_hyperparameters_train_as_python_numbers():
@@ -603,7 +603,7 @@ def test_labels_on_another_device_than_the_model_get_the_devices_message():
         list(helpers.first_checked(helpers.MnistModel(), [(images, labels)]))
 
 
-# ---------------------------------------------- a learner's own code: helpers' own one-line errors (issue 54, 16-20)
+# ---------------------------------------------- a learner's own code: helpers' own one-line errors
 
 
 class TwoOutputs(helpers.ImageClassificationBase):

@@ -79,7 +79,7 @@ def test_notebook_structure(path):
     assert not pages.tagged(nb, "injected-parameters"), "papermill adds that cell to a run's copy only"
     assert {"device", "seed"} <= set(pages.settings(nb))
     (device,) = [line for line in settings.source.splitlines() if line.startswith("device = ")]
-    assert device.startswith('device = "auto"  # @param ["auto", "cpu"'), "a dropdown: no unquoted cpu (issue 54)"
+    assert device.startswith('device = "auto"  # @param ["auto", "cpu"'), "a dropdown: no unquoted cpu"
     nav = pages.tagged(nb, "nav")
     assert not pages.tagged(nb, "metrics"), "no results cell: the metadata names the results, runs record them"
     assert len(nav) == 1 and nb.cells[-1] is nav[0] and nav[0].source == pages.nav(path)
@@ -525,7 +525,7 @@ def _results_08(m):
 
 
 # Ratios of two timings. Their direction is the machine's: other programs on its cores can slow one pipeline more
-# than the other (issue 47 saw the resident pipeline at 0.63x of the lesson's). 09 prints what each ratio says.
+# than the other (a busy machine can run the resident pipeline at 0.63x of the lesson's). 09 prints what each says.
 SPEED_RATIOS_09 = (
     "resident_speedup_cpu",
     "profiled_speedup_resident",
@@ -585,7 +585,7 @@ def test_series_results_are_the_lessons(series_run, stem):
 
 
 def test_09_checks_hold_whichever_pipeline_a_busy_machine_made_faster():
-    """No check asserts that one timing is shorter than another: issue 47's busy run, resident at 0.63x, passes."""
+    """No check asserts that one timing is shorter than another: a busy run, resident at 0.63x, passes."""
     speed = dict.fromkeys(SPEED_RATIOS_09, 0.6280511308760937)
     _results_09({"09_cpu_vs_gpu": speed | {"speedrun_reached": True, "speedrun_test_acc": 0.972} | {
         "lesson_waiting_for_data": 0.1}})  # fmt: skip
@@ -614,8 +614,8 @@ def _09_comparison(profiles, rows, device="cpu", steps=40) -> list[str]:
 
 @pytest.mark.parametrize("resident_s", [0.5, 1.0, 2.0], ids=["faster", "as-fast", "slower"])
 def test_09_reads_its_timings_whichever_way_they_went(resident_s):
-    """The sentences under 09's profile say "faster" or "slower" as the numbers they print do; a busy machine once
-    printed "resident faster by 0.6x"."""
+    """The sentences under 09's profile say "faster" or "slower" as the numbers they print do, never "resident
+    faster by 0.6x"."""
     phases = {"data": 0.02, "forward": 0.01, "backward": 0.01, "optimizer": 0.0}  # 40 steps: 1 ms a step
     profiles = {
         "as_taught": {"seconds": phases, "steps": 40},
@@ -648,7 +648,7 @@ def test_series_run_09_prints_what_its_timings_say(series_run):
 
 
 def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
-    """Issue 40 #12: a data folder under "my course" once split into two arguments in 10's shell lines."""
+    """A data folder with a space ("my course") stays one argument in 10's shell lines."""
     import os
     import shlex
 

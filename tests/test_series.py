@@ -150,7 +150,7 @@ def test_series_refuses_a_setting_no_selected_notebook_has_or_accepts(monkeypatc
 
 
 def test_series_refuses_a_setting_a_notebook_would_refuse_before_any_kernel_starts(monkeypatch):
-    """`-p exercise_limit 60000`: 05's training split has 50,000 images; it failed after a minute of work."""
+    """`-p exercise_limit 60000` is refused before any kernel: 05's training split has 50,000 images."""
     monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
     with pytest.raises(
         SystemExit,

@@ -74,7 +74,7 @@ def no_kernels(monkeypatch):
     [(".", "README.md"), ("notebooks", "notebooks/01_a.ipynb"), ("runs", "runs/20240101-120000/metrics.json")],
 )
 def test_prepare_refuses_a_folder_that_is_not_its_own_and_deletes_nothing(tmp_path, monkeypatch, out, precious):
-    """`prepare --out .`, `--out notebooks`, `--out runs` deleted the repository, tracked files, every run."""
+    """`prepare --out .`, `--out notebooks`, `--out runs` are refused: prepare empties its folder."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / precious).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / precious).write_text("precious")
@@ -237,7 +237,7 @@ def test_a_failed_notebook_shows_its_whole_error(series_of, tmp_path, capsys):
 
 
 def test_shutdown_does_not_interrupt_the_kernel_but_a_timeout_still_does(monkeypatch):
-    """A SIGINT sent as a kernel shuts down logged "KeyboardInterrupt caught in kernel." in one run in twenty."""
+    """No SIGINT as a kernel shuts down: a kernel finishing its reply would log "KeyboardInterrupt caught in kernel"."""
     from jupyter_client.manager import AsyncKernelManager
 
     sent = []
@@ -281,7 +281,7 @@ def makefile_here(tmp_path):
 
 
 def test_make_venv_with_python_310_says_what_to_install_before_pip(makefile_here):
-    """Issue 40 #13: `make venv` with Python 3.10 stopped in pip's 'No matching distribution'."""
+    """`make venv` with Python 3.10 says what to install before pip runs (pip says 'No matching distribution')."""
     python = _python_that_says_it_is_310(makefile_here)
     made = subprocess.run(["make", "venv", f"PYTHON={python}"], cwd=makefile_here, capture_output=True, text=True)
     assert made.returncode != 0
@@ -290,7 +290,7 @@ def test_make_venv_with_python_310_says_what_to_install_before_pip(makefile_here
 
 
 def test_make_venv_with_a_venv_of_python_310_says_to_delete_it(makefile_here):
-    """Issue 40 #13, second half: a .venv left by Python 3.10 was reused, and pip failed the same way again."""
+    """A .venv made by Python 3.10 is named, with how to remove it, before pip runs in it."""
     (makefile_here / ".venv" / "bin").mkdir(parents=True)
     shutil.copy(_python_that_says_it_is_310(makefile_here), makefile_here / ".venv" / "bin" / "python")
     made = subprocess.run(["make", "venv"], cwd=makefile_here, capture_output=True, text=True)
@@ -304,9 +304,8 @@ def test_make_venv_with_a_venv_of_python_310_says_to_delete_it(makefile_here):
 
 
 def test_a_duplicated_notebook_is_named_once_and_left_alone(tmp_path, monkeypatch, capsys):
-    """JupyterLab's Duplicate makes 03_model-Copy1.ipynb: prepare (so `make test`) stopped with "ValueError:
-    03_model-Copy1: 2 cells tagged solution, for 0 exercises". Now the series' own notebooks run, and one line
-    names the stray, which is neither read nor changed."""
+    """JupyterLab's Duplicate makes 03_model-Copy1.ipynb: prepare (so `make test`) takes the series' own notebooks,
+    and one line names the stray, which is neither read nor changed."""
     folder = tmp_path / "notebooks"
     shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
     stray = folder / "03_model-Copy1.ipynb"
@@ -326,8 +325,8 @@ def test_a_duplicated_notebook_is_named_once_and_left_alone(tmp_path, monkeypatc
 
 @pytest.mark.parametrize("command", ["run", "prepare"])
 def test_series_without_papermill_says_which_file_installs_it_before_making_anything(command, tmp_path, monkeypatch):
-    """A learner's .venv (requirements.txt alone) has no papermill: "No module named 'papermill'" came after an
-    empty runs/<time>/prepared was made."""
+    """A learner's .venv (requirements.txt alone) has no papermill: said, with the file that installs it, before any
+    folder is made."""
     import importlib.util
 
     found = importlib.util.find_spec
@@ -338,7 +337,7 @@ def test_series_without_papermill_says_which_file_installs_it_before_making_anyt
 
 
 def test_an_unquoted_value_with_a_space_is_pointed_at(monkeypatch):
-    """`make run ARGS="-p data_root my data 03_model"`: "no notebook named data" alone did not say why."""
+    """`make run ARGS="-p data_root my data 03_model"`: "no notebook named data" says to quote a value with spaces."""
     monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
     with pytest.raises(SystemExit, match=r"no notebook named data: .*a value with spaces needs quotes"):
         series.main(["run", "-p", "data_root", "my", "data", "03_model"])

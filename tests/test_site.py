@@ -531,7 +531,7 @@ ENGLISH_SENTENCE = re.compile(r"\b[A-Za-z][a-z']+(?:[ ,]+[A-Za-z][a-z']+){2,}") 
 @pytest.mark.parametrize("query", ["数据加载器", "qwertyuiop"])
 def test_chinese_search_page_is_in_chinese(browser, base, query):
     """The Chinese search page, after a search that finds pages and one that finds none: no English sentence in its
-    own words (Sphinx's messages, the result count), as its catalogue's "page(s)" once left one."""
+    own words (Sphinx's messages, the result count; its catalogue has "page(s)" only in an older form)."""
     browser.get(f"{base}zh/search.html?q={quote(query)}")
     status = "return document.querySelector('#search-results .search-summary')?.innerText"
     WebDriverWait(browser, 60, 0.2).until(lambda b: b.execute_script(status), f"no search summary for {query}")
