@@ -168,11 +168,7 @@ def other(edition: Edition) -> Edition:
 
 
 def series_notebooks(notebooks: Path = REPO / "notebooks") -> tuple[list[str], list[str]]:
-    """The series' notebooks in order, by stem ("03_model"), and the strays beside them, by file name.
-
-    A notebook of the series has a translation file and a Chinese twin (zh/NN_name.md, zh/NN_name.ipynb); any other
-    NN_*.ipynb in notebooks/ is a stray: JupyterLab's Duplicate (03_model-Copy1.ipynb), a scratch copy.
-    """
+    """The series' notebooks by stem, in order (those with a zh/ translation file and twin), and the strays' files."""
     numbered = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
     series = [n for n in numbered if (notebooks / "zh" / f"{n}.md").is_file()]
     series = [n for n in series if (notebooks / "zh" / f"{n}.ipynb").is_file()]
@@ -223,12 +219,8 @@ def pin(markdown: str) -> str:
 
 
 def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
-    """Markdown written in `folder` of the repository, with links that work in the site.
-
-    A link to one of the edition's notebooks stays a link to that notebook (myst makes it the page); any other
-    relative link goes to the file on GitHub; the Colab badge image becomes the site's own copy; addresses of the
-    repository's files are pinned to the site's ref.
-    """
+    """Markdown written in `folder`, its links working in the site: to the edition's notebooks (myst makes them pages),
+    else to the file on GitHub at the site's ref; the Colab badge image is the site's own copy."""
 
     def link(match: re.Match) -> str:
         target = match["target"]
@@ -406,17 +398,11 @@ def folded_in_jupyter(cell: nbformat.NotebookNode) -> bool:
 def page_notebook(
     path: Path, edition: Edition, english: nbformat.NotebookNode
 ) -> tuple[nbformat.NotebookNode, list[list[str]], dict[str, str]]:
-    """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
+    """A copy of the notebook at `path` for its page, with its headings' anchors and its figures' alt text by file.
 
-    machinery and nav cells go; the title's Colab badge goes (the header's Colab button is the page's one); the
-    settings cell (tagged parameters) is folded under its title; the set-up cell's code goes and what it printed
-    stays, or, where a settings cell comes before it, its code is folded above what it printed; a solution's code
-    is folded and its outputs (the answer) go; a recap's code is folded, and so is any other code cell folded in
-    Jupyter; a Markdown solution (<details>) stays as written, closed, with the class `solution`. Every heading gets
-    an anchor from its English twin's (Anchors), and the heading of "Going further" first `going-further-<number>`,
-    which conf.py makes a class of its section: those come back with the copy, each heading's in the page's order.
-    So does each figure's alt text (figure_alts), by the name of its image file (figure_file), which conf.py gives
-    to each figure; the cell's first figure has it in the copy too.
+    The copy's tags are myst-nb's: machinery and nav cells and the title's badge go; the settings, set-up, recap and
+    any cell folded in Jupyter fold under their titles; a solution's code folds and its answer goes. conf.py gives
+    the anchors (from the English twin's headings) to the sections and the alt text to each figure.
     """
     nb = copy.deepcopy(read_notebook(path))
     further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
@@ -458,8 +444,7 @@ def page_notebook(
 
 
 def _sections(markdown: str) -> list[tuple[int, str, str]]:
-    """A README as (level, ## or ### heading, its text) triples; the text before the first such heading comes with
-    level 1 and heading ""."""
+    """A README as (level, ## or ### heading, text) triples, the text before the first heading as (1, "", text)."""
     parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.MULTILINE)
     found = [(1, "", parts[0])]
     for i in range(1, len(parts), 2):
@@ -503,8 +488,7 @@ def zh_time(english: str) -> str:
 
 
 def _zh_table(section: str) -> str:
-    """The Chinese README's notebooks section, its table with two more columns from the English README's table: the
-    Colab badge, and the time in Chinese."""
+    """The Chinese README's notebooks table, with the English table's Colab badge and time (in Chinese) added."""
     english = _table_rows(EDITIONS["en"].readme.read_text(encoding="utf-8"))
     words = EDITIONS["zh"].words
     lines = []
@@ -547,11 +531,7 @@ def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
 
 
 def search_dictionary(path: Path) -> None:
-    """Write jieba's extra words for the Chinese search: the glossary's terms (notebooks/zh/README.md, 术语表).
-
-    jieba's own dictionary splits some of them (数据加载器 into 数据 / 加载 / 器); the glossary is the one list
-    of the terms a reader looks up.
-    """
+    """Write the glossary's terms (zh/README.md, 术语表) as jieba's words: its own splits 数据加载器 in three."""
     glossary = EDITIONS["zh"].readme.read_text(encoding="utf-8").split("## 术语表", 1)[1]
     chinese = [row[1] for row in map(_row, glossary.splitlines()) if len(row) > 1]  # the 译名 column
     terms = {term.strip() for cell in chinese for term in re.split(r"[、，]", cell)}
