@@ -591,22 +591,6 @@ def sphinx(edition: Edition, src: Path) -> subprocess.Popen:
     return subprocess.Popen(command, env=env)
 
 
-def prune(html: Path) -> None:
-    """Take out of a built edition what no reader's browser asks for: Sphinx's build records, the theme's message
-    catalogues (used at build time) and its source maps, with the lines that name them."""
-    for leftover in (".buildinfo", "objects.inv", "_sources", "_static/locales"):
-        if (html / leftover).is_dir():
-            shutil.rmtree(html / leftover)
-        else:
-            (html / leftover).unlink(missing_ok=True)
-    for source_map in html.glob("_static/**/*.map"):
-        source_map.unlink()
-        minified = source_map.with_suffix("")
-        if minified.is_file():
-            text = minified.read_text(encoding="utf-8")
-            minified.write_text(re.sub(r"\n?(//|/\*)# sourceMappingURL=\S+(\*/)?", "", text), encoding="utf-8")
-
-
 def chinese_theme(html: Path) -> None:
     """The Chinese edition's pages with the themes' English words in Chinese (THEME_ZH: as an attribute's whole value
     or an element's whole text), and the search's result count in Chinese (SEARCH_ZH: plural_expr is 0 in Chinese,
@@ -641,11 +625,7 @@ def build() -> None:
     failed = [edition.lang for edition, build in builds if build.wait() != 0]
     if failed:
         raise SystemExit(f"make site: Sphinx failed for {', '.join(failed)} (its messages are above)")
-    for edition in EDITIONS.values():
-        html = WORK / edition.lang / "html"
-        prune(html)
-        if edition.lang == "zh":
-            chinese_theme(html)
+    chinese_theme(WORK / "zh" / "html")
     fresh_folder(SITE, "the site's folder")
     try:
         for edition in EDITIONS.values():
