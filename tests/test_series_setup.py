@@ -261,7 +261,7 @@ def _outputs(path: Path) -> str:
     )
 
 
-def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up(tmp_path):
+def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up(tmp_path, no_work):
     """`papermill 01_gpu_runtime.ipynb out.ipynb -p seed 7 -y "sizes: [64, 96]"`: honoured (the timing table has
     those sizes and no other); `-p seed abc` stops in the set-up cell with the settings check's message, and so does
     a list given with -p, which papermill passes as text."""
@@ -274,8 +274,8 @@ def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up
     table = [line.split() for line in _outputs(tmp_path / "out.ipynb").splitlines() if line.startswith("cpu ")]
     assert [row[1] for row in table] == ["64", "96"], "the sizes given, and no other"
     assert json.loads(json.dumps(nb.metadata["papermill"]["parameters"]))["seed"] == 7
-    as_text = _papermill(tmp_path, "-p", "sizes", "[64, 96]")
-    assert "the setting sizes must be a list of sizes" in as_text.stderr and "-y 'sizes: [1, 2]'" in as_text.stderr
+    with pytest.raises(ValueError, match=r"the setting sizes must be a list of sizes.*-y 'sizes: \[1, 2\]'"):
+        series_setup.start("01_gpu_runtime", settings_of("01_gpu_runtime") | {"sizes": "[64, 96]"})  # as -p gives it
     bad = _papermill(tmp_path, "-p", "seed", "abc")
     assert bad.returncode != 0
     assert "the setting seed must be a whole number from 0 to 2**63 - 1, such as 42; it is 'abc'" in bad.stderr
