@@ -45,14 +45,20 @@ lab: $(LEARNER_VENV)
 run: $(VENV) data
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, then one pytest session: nbval executes every notebook once (small settings, set in each copy in
-## runs/test/prepared/ as papermill -p sets them) and compares its checked cells with the committed outputs; then every test,
-## the notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
+## Lint, then two pytest sessions side by side (a core each, on 2 cores): nbval executes every notebook once (small
+## settings, set in each copy in runs/test/prepared/ as papermill -p sets them), compares its checked cells with the
+## committed outputs, and test_notebooks.py checks the notebooks' results (its log is printed after the other
+## session's); the other session runs every other test. `make test ARGS="-m cuda"`: the GPU tests alone.
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 
 test: $(VENV) lint data
 	$(PY) notebooks/series.py prepare --out runs/test
-	PYTHONPATH=tests $(PY) -m pytest $(NBVAL) runs/test/prepared/*.ipynb tests $(ARGS)
+	@PYTHONPATH=tests $(PY) -m pytest -p no:cacheprovider $(NBVAL) runs/test/prepared/*.ipynb tests/test_notebooks.py \
+		$(ARGS) > runs/test/notebooks.log 2>&1 & series=$$!; trap 'kill $$series 2>/dev/null' INT TERM; \
+	PYTHONPATH=tests $(PY) -m pytest tests --ignore=tests/test_notebooks.py $(ARGS); tests=$$?; \
+	echo "== the notebooks (nbval) and test_notebooks.py, when they finish:"; wait $$series; notebooks=$$?; \
+	cat runs/test/notebooks.log; \
+	for rc in $$tests $$notebooks; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done  # 5: ARGS selected none
 
 ## Every test that needs no executed series (no nbval, no prepared notebooks; those that do skip): under 3 minutes
 ## on 2 cores. `make unit ARGS="-x -k checkpoint"`: the checkpoint tests alone, stopping at the first failure.
