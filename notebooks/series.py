@@ -66,7 +66,7 @@ def _run(args: argparse.Namespace) -> None:
 
 def _prepare(args: argparse.Namespace) -> None:
     """`prepare`: copies with the test settings, for nbval."""
-    prepared = prepare(None, args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
+    prepared = prepare(args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
     print(f"{len(prepared)} notebook(s) with the test settings in {shown(prepared[0].parent)}")
 
 

@@ -51,7 +51,7 @@ def injected(nb) -> dict:
 
 def test_prepare_sets_the_test_settings_as_papermill_does_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
-    (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
+    (prepared,) = runs.prepare(Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
     assert pages.settings_cell(nb).source == pages.settings_cell(committed).source, "the settings cell as committed"
@@ -73,7 +73,7 @@ def test_prepare_sets_the_test_settings_as_papermill_does_and_keeps_the_committe
     rest = [c for c in nb.cells if c not in added]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
     assert pages.tagged(nb, "nbval-check-output")
-    (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
+    (loose,) = runs.prepare(tmp_path / "colab", names=["06_plots"], check=False)
     assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
 
 

@@ -88,14 +88,14 @@ def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path)
     """`make test` runs `prepare --out runs/test` every time: its own folder (marked) is emptied and rewritten."""
     for out in (tmp_path / "new" / "test", tmp_path / "empty"):
         out.mkdir(parents=True, exist_ok=True) if out.name == "empty" else None
-        runs.prepare(None, out, names=["06_plots"])
+        runs.prepare(out, names=["06_plots"])
         (out / "lesson.ckpt").write_text("left by the last test run")
-        (prepared,) = runs.prepare(None, out, names=["06_plots"])
+        (prepared,) = runs.prepare(out, names=["06_plots"])
         assert prepared == out / "prepared" / "06_plots.ipynb" and (out / checks.PREPARED_MARK).is_file()
         assert not (out / "lesson.ckpt").exists(), "its own folder starts afresh"
     (tmp_path / "a-file").write_text("x")
     with pytest.raises(checks.Refused, match="a-file is a file, not a folder: pass --out a new folder"):
-        runs.prepare(None, tmp_path / "a-file", names=["06_plots"])
+        runs.prepare(tmp_path / "a-file", names=["06_plots"])
 
 
 def test_out_and_lang_are_refused_where_a_command_has_no_use_for_them(monkeypatch):

@@ -1,10 +1,5 @@
-"""The series executed: prepared for nbval (`make test`), run with papermill (`make run`, which leaves the executed
-notebooks and metrics.json), refreshed in place (`make notebooks`).
-
-What each command may touch is checked first (`checks`): `prepare` writes only into a new or empty folder, or one
-it marked as its own; `run` only into a new folder of its own, out_root/<timestamp>/, and moves out_root/latest to
-it once every notebook ran. A notebook's settings are the `name = value` lines of its settings cell (tagged
-`parameters`); a run sets them as papermill does everywhere, with a cell of its own after that one.
+"""The series executed: prepared for nbval (`make test`), run with papermill into runs/<timestamp>/ (`make run`),
+refreshed in place (`make notebooks`). Settings are set as papermill -p sets them: a cell after the settings cell.
 """
 
 from __future__ import annotations
@@ -46,15 +41,13 @@ def _shared(out: Path, values: dict) -> dict:
 
 
 def _values(nb: nbformat.NotebookNode, path: Path, shared: dict, out: Path) -> dict:
-    """The settings of `shared` that the notebook declares, with its scratch folder under `out` (no other run or open
-    notebook shares it): what papermill passes it (a setting it lacks would only make papermill warn)."""
+    """The settings of `shared` that the notebook declares, and its own scratch folder under `out`."""
     declared = settings(nb)
     return {k: v for k, v in ({"work_dir": str(out / "work" / path.stem)} | shared).items() if k in declared}
 
 
 def _prepared(path: Path, shared: dict, out: Path) -> nbformat.NotebookNode:
-    """The notebook at `path` ready for nbval: its settings set by papermill's own parameterization (a cell tagged
-    `injected-parameters` after the settings cell, as `papermill -p` makes), its results cell appended."""
+    """The notebook at `path` with its settings set by papermill's own parameterization, its results cell last."""
     from papermill.iorw import load_notebook_node
     from papermill.parameterize import parameterize_notebook
 
@@ -64,25 +57,17 @@ def _prepared(path: Path, shared: dict, out: Path) -> nbformat.NotebookNode:
     return nb
 
 
-def prepare(
-    values: dict | None = None,
-    out: Path = REPO / "runs" / "test",
-    names: list[str] | None = None,
-    check: bool = True,
-) -> list[Path]:
-    """Copies of the notebooks in out/prepared/ with the test settings (or `values`), committed outputs kept.
+def prepare(out: Path = REPO / "runs" / "test", names: list[str] | None = None, check: bool = True) -> list[Path]:
+    """Copies of the notebooks in out/prepared/ with TEST_SETTINGS and the committed outputs, for nbval to compare.
 
-    nbval then executes the copies and compares the outputs of the cells tagged nbval-check-output with the
-    committed ones; with `check=False` those tags go (on other library versions the last digits move, and only
-    the ranges are checked). `out` must be new, empty, or a folder prepare made (it is emptied): anything else
-    is refused.
+    With `check=False` the nbval-check-output tags go: on other library versions the last digits move, and only
+    the ranges are checked. `out` must be new, empty, or a folder prepare made (it is emptied).
     """
     require("papermill", "prepare")
     out = out.resolve()
-    shared = _shared(out, TEST_SETTINGS if values is None else checked_settings(values))
+    shared = _shared(out, TEST_SETTINGS)
     claim_prepared(out)
     (out / "prepared").mkdir()
-    (out / "parameters.json").write_text(json.dumps(shared, indent=2) + "\n")
     paths = []
     for path in notebook_paths(names):
         nb = exercises.with_proofs(_prepared(path, shared, out), path.stem)  # make test proves every worked solution
