@@ -6,7 +6,7 @@ each cell item; this plugin writes every executed notebook beside the prepared o
 what `make run` writes (`serieslib.runs.collect`: metrics.json).
 tests/test_notebooks.py then checks the results without executing anything again.
 
-    pytest -p nbval_results --nbval-lax --nbval-current-env runs/test/prepared/*.ipynb tests
+    pytest -p nbval_results --nbval-lax --nbval-current-env runs/test/prepared/*.ipynb tests/test_notebooks.py
 """
 
 import sys
