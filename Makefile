@@ -85,7 +85,7 @@ test-colab: $(COLAB_VENV) data
 	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
 		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_setup_cell.py $(ARGS)
 
-## Everything to run on a machine with a GPU, in one go: the CUDA tests, the benchmarks and MAINTAINERS.md's figures,
+## Everything to run on a machine with a GPU, in one go: the CUDA tests, the benchmarks (for MAINTAINERS.md's figures),
 ## the series on the GPU into runs/gpu/. Without CUDA it says so, rehearses the CPU side and lists what it skipped.
 gpu-check: $(VENV)
 	bash .ci/gpu-check
