@@ -7,7 +7,7 @@ LEARNER_VENV := .venv/.learner-$(shell cksum < requirements.txt | cut -d' ' -f1)
 VENV := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: data run test unit test-colab gpu-check lint bench bench-report speedrun notebooks venv lab browser-test site site-test
+.PHONY: data run test unit test-colab gpu-check lint bench speedrun notebooks venv lab browser-test site site-test
 
 venv: $(VENV)
 
@@ -40,41 +40,52 @@ $(DATA) &: | $(VENV)
 lab: $(LEARNER_VENV)
 	.venv/bin/jupyter lab notebooks/
 
-## Execute every notebook with papermill into runs/<timestamp>/ (ARGS="-p device cpu" sets a notebook setting;
-## ARGS="--lang zh" also writes the executed notebooks in Chinese, without a second execution).
+## Execute every notebook with papermill into runs/<timestamp>/, with metrics.json (ARGS="-p device cpu" sets a
+## notebook setting; ARGS="05_training" runs one).
 run: $(VENV) data
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, then one pytest session: nbval executes every notebook once (small settings, set in each copy in
-## runs/test/prepared/ as papermill -p sets them) and compares its checked cells with the committed outputs; then every test,
-## the notebooks' results, report and Chinese edition included. `make test ARGS="-m cuda"`: the GPU tests alone.
+## Lint, then two pytest sessions side by side (a core each, on 2 cores): nbval executes every notebook once (small
+## settings, set in each copy in runs/test/prepared/ as papermill -p sets them), compares its checked cells with the
+## committed outputs, and test_notebooks.py checks the notebooks' results (its log is printed after the other
+## session's); the other session runs every other test. `make test ARGS="-m cuda"`: the GPU tests alone.
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 
 test: $(VENV) lint data
 	$(PY) notebooks/series.py prepare --out runs/test
-	PYTHONPATH=tests $(PY) -m pytest $(NBVAL) runs/test/prepared/*.ipynb tests $(ARGS)
+	@PYTHONPATH=tests $(PY) -m pytest -p no:cacheprovider $(NBVAL) runs/test/prepared/*.ipynb tests/test_notebooks.py \
+		$(ARGS) > runs/test/notebooks.log 2>&1 & series=$$!; trap 'kill $$series 2>/dev/null' INT TERM; \
+	PYTHONPATH=tests $(PY) -m pytest tests --ignore=tests/test_notebooks.py $(ARGS); tests=$$?; \
+	echo "== the notebooks (nbval) and test_notebooks.py, when they finish:"; wait $$series; notebooks=$$?; \
+	cat runs/test/notebooks.log; \
+	for rc in $$tests $$notebooks; do [ $$rc = 0 ] || [ $$rc = 5 ] || exit $$rc; done  # 5: ARGS selected none
 
 ## Every test that needs no executed series (no nbval, no prepared notebooks; those that do skip): under 3 minutes
 ## on 2 cores. `make unit ARGS="-x -k checkpoint"`: the checkpoint tests alone, stopping at the first failure.
 unit: $(VENV) data
 	PYTHONPATH=tests $(PY) -m pytest tests $(ARGS)
 
-## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab.
-## The checked cells' last digits differ between versions, so there the results are checked against ranges.
-COLAB_PY := .venv-colab/bin/python
-COLAB_VENV := .venv-colab/.installed-$(shell cksum < tests/requirements-colab.txt | cut -d' ' -f1)
+## The series on Google Colab's runtime (tests/requirements-colab.txt: Python 3.13, torch 2.11), in .venv-colab
+## (COLAB_DIR: CI keeps it outside the clone, so that its 5 GB of pinned packages are downloaded once, not per run;
+## this clone's modules are installed into it each time). The checked cells' last digits differ between versions,
+## so there the results are checked against ranges. The tooling's tests (test_series.py) run in `make test` alone.
+COLAB_DIR ?= .venv-colab
+COLAB_PY := $(COLAB_DIR)/bin/python
+COLAB_VENV := $(COLAB_DIR)/.installed-$(shell cksum < tests/requirements-colab.txt | cut -d' ' -f1)
 
 $(COLAB_VENV): tests/requirements-colab.txt
-	test -x $(COLAB_PY) || PYENV_VERSION=3.13.0 python3.13 -m venv .venv-colab
+	test -x $(COLAB_PY) || PYENV_VERSION=3.13.0 python3.13 -m venv $(COLAB_DIR)
 	$(COLAB_PY) -m pip install --quiet --disable-pip-version-check -r tests/requirements-colab.txt
-	rm -f .venv-colab/.installed-* && touch $@
+	rm -f $(COLAB_DIR)/.installed-* && touch $@
 
 test-colab: $(COLAB_VENV) data
+	@$(COLAB_PY) -c 'import importlib.util as u, sys; sys.exit(u.find_spec("helpers").origin != "$(CURDIR)/helpers.py")' \
+		|| $(COLAB_PY) -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(COLAB_PY) notebooks/series.py prepare --ranges-only --out runs/colab
 	PYTHONPATH=tests PYDEVD_DISABLE_FILE_VALIDATION=1 $(COLAB_PY) -m pytest $(NBVAL) \
-		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_series.py tests/test_setup_cell.py $(ARGS)
+		runs/colab/prepared/*.ipynb tests/test_notebooks.py tests/test_setup_cell.py $(ARGS)
 
-## Everything to run on a machine with a GPU, in one go: the CUDA tests, the benchmarks and MAINTAINERS.md's figures,
+## Everything to run on a machine with a GPU, in one go: the CUDA tests, the benchmarks (for MAINTAINERS.md's figures),
 ## the series on the GPU into runs/gpu/. Without CUDA it says so, rehearses the CPU side and lists what it skipped.
 gpu-check: $(VENV)
 	bash .ci/gpu-check
@@ -87,10 +98,6 @@ lint: $(VENV)
 ## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
 bench: $(VENV) data
 	$(PY) helpers_cli.py bench $(ARGS)
-
-## Replace MAINTAINERS.md's measured block with the tables of runs/bench/bench.json (after `make bench`, on any machine).
-bench-report: $(VENV)
-	$(PY) notebooks/series.py bench-report
 
 speedrun: $(VENV) data
 	$(PY) helpers_cli.py speedrun
@@ -112,8 +119,7 @@ browser-test: $(VENV) data
 
 ## The series as a website: site/ in English, site/zh/ in Chinese, from the committed notebooks and outputs, executing
 ## nothing and fetching nothing (website/make_site.py: Sphinx, myst-nb, sphinx-book-theme). Its packages,
-## requirements-site.txt, go into their own .venv-site; as root it installs Debian's fonts-noto-cjk if missing (the
-## Chinese pages' webfont, cut down at build time). Read it: python -m http.server -d site, then http://localhost:8000
+## requirements-site.txt, go into their own .venv-site. Read it: python -m http.server -d site, then http://localhost:8000
 SITE_PY := .venv-site/bin/python
 SITE_VENV := .venv-site/.installed-$(shell cksum < requirements-site.txt | cut -d' ' -f1)
 
@@ -123,13 +129,11 @@ $(SITE_VENV): requirements-site.txt
 	rm -f .venv-site/.installed-* && touch $@
 
 site: $(SITE_VENV)
-	@[ "$$(id -u)" != 0 ] || dpkg -s fonts-noto-cjk >/dev/null 2>&1 || ! command -v apt-get >/dev/null || \
-		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq fonts-noto-cjk; }
 	$(SITE_PY) website/make_site.py
 
 ## The website in headless Chromium (tests/test_site.py), after `make site`: every page of both languages at 1280 px
-## and on a 390 px phone, axe-core's WCAG 2.1 A and AA rules in the light and dark themes, keyboard focus, the
-## searches, and planted defects that must be caught; then the build's own faults (tests/test_site_build.py).
+## and on a 390 px phone, axe-core's WCAG 2.1 A and AA rules (light and dark themes; light on the phone), keyboard
+## focus, the searches, and planted defects that must be caught; then the build's own faults (tests/test_site_build.py).
 ## axe-core is pinned in website/axe/package-lock.json, installed by npm into runs/site-axe/. Installs chromium and
 ## chromedriver as browser-test does.
 AXE_JS := runs/site-axe/node_modules/axe-core/axe.min.js

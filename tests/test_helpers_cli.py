@@ -16,9 +16,6 @@ import helpers_ddp
 import helpers_run
 import helpers_speed
 
-sys.path.insert(0, str(helpers.Path(helpers.__file__).resolve().parent / "notebooks"))
-from serieslib import bench  # noqa: E402
-
 REPO = helpers.Path(helpers.__file__).resolve().parent
 
 
@@ -33,17 +30,6 @@ def test_command_line_dry_runs(data_root, tmp_path, capsys):
     saved = json.loads((tmp_path / "b" / "bench.json").read_text())
     assert [r["pipeline"] for r in saved["pipelines"]][:2] == ["as_taught", "resident"]
     assert [r["config"] for r in saved["speed"]] == ["float32"], "a dry run compiles nothing, converts nothing"
-    readme = tmp_path / "README.md"
-    readme.write_text(f"# Title\n\n{bench.README_BENCH[0]}\nold figures\n{bench.README_BENCH[1]}\n\nMore.\n")
-    bench.write_bench_report(readme, tmp_path / "b" / "bench.json")  # what `make bench-report` does
-    text = readme.read_text()
-    assert "old figures" not in text and text.startswith("# Title") and text.endswith("\n\nMore.\n")
-    assert (
-        helpers_speed.format_speed(saved["speed"]) in text
-        and helpers_speed.format_pipelines(saved["pipelines"]) in text
-    )
-    with pytest.raises(ValueError, match="no block to replace"):
-        bench.write_bench_report(tmp_path / "b" / "bench.json", tmp_path / "b" / "bench.json")
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun"]) == 0
     assert helpers_cli.main(["--data", str(data_root), "--dry-run", "speedrun", "--target", "0.999"]) == 0
 
@@ -93,8 +79,6 @@ def test_every_output_path_is_checked_first(tmp_path, no_work, monkeypatch):
     (tmp_path / "a_file").write_text("")
     with pytest.raises(NotADirectoryError, match="a_file is a file, not a folder"):
         helpers_cli.main(["--dry-run", "bench", "--out", str(tmp_path / "a_file" / "bench")])
-    with pytest.raises(FileNotFoundError, match="nope.md is not a file: give the Markdown file"):
-        bench.write_bench_report(tmp_path / "nope.md", tmp_path / "bench.json")
     monkeypatch.setattr(helpers.os, "access", lambda path, mode: False)  # as for a user without the right
     with pytest.raises(PermissionError, match="is not writable; give a path you can write to"):
         helpers_run.train_lesson(device="cpu", save=tmp_path / "w.pt")
@@ -124,17 +108,6 @@ def test_options_are_checked_before_the_dry_run_replaces_them(no_work, argv, mat
 def test_a_seed_out_of_range_is_refused_on_the_command_line(no_work, seed):
     with pytest.raises(ValueError, match=r"--seed must be a whole number from 0 to 2\*\*63 - 1"):
         helpers_cli.main(["--seed", seed, "speedrun"])
-
-
-def test_bench_report_names_a_missing_or_broken_file(tmp_path):
-    missing, broken, other = tmp_path / "bench.json", tmp_path / "broken.json", tmp_path / "other.json"
-    with pytest.raises(FileNotFoundError, match=r"bench.json does not exist: run `make bench` first"):
-        bench.bench_report(missing)
-    broken.write_text("{not json")
-    other.write_text(json.dumps([1, 2]))
-    for path in (broken, other):
-        with pytest.raises(ValueError, match=rf"{path.name} is not a benchmark file .*run `make bench`"):
-            bench.bench_report(path)
 
 
 def test_a_ddp_benchmark_of_processes_that_cannot_share_a_batch_is_one_line_before_any_process(tmp_path):

@@ -106,7 +106,7 @@ class ReturnsHidden(Layers):
 
 class Typo(Layers):
     def forward(self, xb):
-        out = F.reul(self.a(xb.flatten(1)))  # the typo of issue 40's case 3
+        out = F.reul(self.a(xb.flatten(1)))  # a typo a learner makes
         return self.c(F.relu(self.b(out)))
 
 
@@ -379,7 +379,7 @@ def test_02_batch_counts_wrong_answers(batches, facts, capsys):
 
 
 def test_02_batch_counts_after_a_kernel_restart(capsys):
-    """Issue 40, case 6: the set-up cell, the q1, q2 cell, then the answer; train_set is gone."""
+    """Checked out of order (the set-up cell, the q1, q2 cell, then the answer): train_set is gone, and said so."""
     not_yet("02_data_loading", 1, {"batches": BATCHES}, capsys, "(`train_set` is not defined)")
 
 
@@ -457,7 +457,7 @@ def test_03_parameter_counts_wrong_answers(parameters, facts, capsys):
 def test_03_two_hidden_layers_wrong_answers(deeper, facts, capsys):
     line = not_yet("03_model", 2, {"deeper": deeper}, capsys, *facts)
     if not isinstance(deeper, NoFlatten):
-        assert "flatten them first" not in line, "advice only for the mistake diagnosed (issue 40, case 3)"
+        assert "flatten them first" not in line, "advice only for the mistake diagnosed"
 
 
 # ------------------------------------------------------------------------------------------------ 04
@@ -503,7 +503,7 @@ def test_04_moved_once_wrong_answers(answers, facts, capsys):
         images, kind = namespace["val_on_device"], answers["one_pass_sliced"]
         slices = [images[i : i + 256] for i in range(0, len(images), 256)]
         answers = {"one_pass_sliced": lambda: [x.mean() for x in slices] if kind == "means" else slices}
-    if answers.get("val_on_device") == "labels":  # issue 40, case 4: the labels moved instead of the images
+    if answers.get("val_on_device") == "labels":  # the labels moved instead of the images
         answers = {"val_on_device": namespace["val_labels"].to(namespace["DEVICE"])}
     if answers.get("val_on_device") == "shuffled":
         answers = {"val_on_device": namespace["val_on_device"].flip(0)}
@@ -559,7 +559,7 @@ def dict_without_recursion(data, device):
 
 
 def list_without_return(data, device):
-    """Issue 40, case 5: the list branch computes its list and drops it."""
+    """An answer whose list branch computes its list and drops it."""
     if isinstance(data, dict):
         return {key: list_without_return(value, device) for key, value in data.items()}
     if isinstance(data, (list, tuple)):
@@ -652,7 +652,7 @@ def test_05_the_cells_as_a_learner_meets_them_ask_for_the_blanks(capsys):
 
 
 def test_05_accuracies_as_the_lesson_keeps_them(capsys):
-    """Issue 40, case 8: 0-d tensors, as the lesson's accuracy() returns them; and evaluate's result dicts."""
+    """0-d tensors, as the lesson's accuracy() returns them, and evaluate's result dicts are read as numbers."""
     as_tensors = {key: [{"val_acc": torch.tensor(h[-1]["val_acc"])}] for key, h in HISTORIES.items()}
     correct("05_training", 1, {"histories": as_tensors}, capsys, "batch 512 at lr 0.5 did best")
     accs = {16: 0.91, 32: 0.925, 64: 0.932, 128: 0.935}
@@ -833,7 +833,7 @@ def test_07_sure_answers_wrong_answers(answered, facts, capsys):
 
 
 def test_07_without_the_predictions(capsys):
-    """Issue 40, case 6 in 07: checked after a kernel restart, before the cell that makes `predictions`."""
+    """07's check after a kernel restart, before the cell that makes `predictions`, names that cell."""
     answered = {0.5: (9, 6), 0.9: (5, 3), 0.99: (2, 1)}
     not_yet("07_error_analysis", 1, {"answered": answered}, capsys, "(`predictions` is not defined)")
 
@@ -848,7 +848,7 @@ def test_08_solution_and_another_right_answer(demo, capsys):
 
 
 def test_08_before_the_demo_ran(demo, tmp_path, capsys):
-    """Issue 40, case 7: checked before the demo's cells ran (no `demo`), or with `demo` set but no run.ckpt yet."""
+    """Checked before the demo's cells ran (no `demo`), or with `demo` set but no run.ckpt yet: each said."""
     answers = {"completed": 2, "restored_score": 0.9}
     not_yet("08_checkpoints", 1, answers, capsys, "run the cells above first (`demo` is not defined)")
     not_yet("08_checkpoints", 1, {**demo, **answers, "demo": tmp_path}, capsys, "run.ckpt is not there yet")
@@ -937,7 +937,7 @@ def test_09_on_a_cpu_alone(capsys):
     ids=["a-history", "a-result", "negative", "one-model", "huge", "the-last-epoch", "the-first-epoch"],
 )
 def test_09_cpu_against_gpu_wrong_answers(answers, facts, capsys):
-    """Issue 52: the last epoch's time, not the fastest, was once marked Correct."""
+    """The last epoch's time, not the fastest, is not marked Correct."""
     seconds = {**SECONDS, **answers}
     context = {"devices": ["cpu", "cuda"], "histories": HISTORIES_09}
     not_yet("09_cpu_vs_gpu", 1, context | {"seconds": seconds}, capsys, *facts)
@@ -991,7 +991,7 @@ def test_10_the_worked_solution_passes(tmp_path, monkeypatch, capsys):
     ids=["set-epoch-kept", "other-lines-lost", "none", "rounding", "nan", "negative", "not-a-number"],
 )
 def test_10_set_epoch_wrong_answers(answers, facts, capsys):
-    """NaN, among them: issue 40, case 9 (`difference <= 1e-5` is False for NaN, so it must not pass)."""
+    """NaN, among them (`difference <= 1e-5` is False for NaN, so it must not pass)."""
     namespace = {"without": NO_SET_EPOCH, "no_set_epoch_difference": 3e-2} | answers
     not_yet("10_many_gpus", 1, namespace, capsys, *facts)
 
@@ -1177,7 +1177,7 @@ HUGE = 10**5000  # too long for Python to print: str() refuses whole numbers pas
     ids=["03-count", "02-not-a-pair", "02-pair", "10-exit-code", "08-count", "11-accuracy"],
 )
 def test_an_answer_too_large_to_print_gets_one_line_that_says_so(key, answers, facts, demo, capsys):
-    """Issue 47, item 7: such an answer reached the learner as a ValueError about sys.set_int_max_str_digits()."""
+    """Such an answer is named, not passed on as a ValueError about sys.set_int_max_str_digits()."""
     namespace = right(key, demo, capsys) | answers
     exercise = helpers_exercises.exercises(*key[:1], namespace)[key[1] - 1]
     exercise.check()
@@ -1207,7 +1207,7 @@ def test_a_solution_shows_its_editions_code_comments(capsys):
 
 @pytest.mark.parametrize("reused", [torch.zeros(5, 3), {"preds": 1}, [1, 2]])
 def test_07_a_scratch_cell_that_reuses_predictions_is_named_with_the_cell_to_run_again(reused, capsys):
-    """Issue 54, case 10: the check said "the check raised IndexError: too many indices" and never named it."""
+    """The check names the mistake, not "the check raised IndexError: too many indices"."""
     answered = {0.5: (1, 1), 0.9: (1, 1), 0.99: (1, 1)}
     says = ("predictions is no longer what helpers.predict_loader returned", "predictions = helpers.predict_loader")
     not_yet("07_error_analysis", 1, {"predictions": reused, "answered": answered}, capsys, *says)

@@ -4,6 +4,7 @@ before any work, and nothing already trained is lost. fit with a checkpoint: tes
 
 import copy
 import re
+import time
 
 import pytest
 import torch
@@ -294,14 +295,22 @@ def test_fit_rejects_bad_arguments(epochs, lr, match):
         helpers.fit(epochs, lr, helpers.MnistModel(), train, val)
 
 
+class SlowToTrain(helpers.MnistModel):
+    """The lesson's model, 5 ms slower per training step: what train_s must count."""
+
+    def forward(self, xb):
+        time.sleep(0.005 if self.training else 0)
+        return super().forward(xb)
+
+
 def test_fit_history_records(capsys):
-    train, val = small_loaders()
+    train, val = small_loaders()  # 8 training batches
     assert helpers.fit(0, 0.1, helpers.MnistModel(), train, val) == []
-    history = helpers.fit(2, 0.1, helpers.MnistModel(), train, val)
+    history = helpers.fit(2, 0.1, SlowToTrain(), train, val)
     assert len(history) == 2
     for h in history:
         assert {"val_loss", "val_acc", "train_loss", "train_s", "epoch_s"} <= set(h)
-        assert h["train_loss"] > 0 and h["epoch_s"] >= h["train_s"] > 0
+        assert h["train_loss"] > 0 and h["epoch_s"] >= h["train_s"] >= 8 * 0.005
     assert "Epoch [1], train_loss:" in capsys.readouterr().out
 
 
@@ -551,7 +560,7 @@ def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
         helpers.check_save_path(tmp_path / "file" / "lesson.ckpt")
 
 
-# ------------------------------------------------------------------- a fresh tester's cases (issue 40, after round 4)
+# ------------------------------------------------------------------- arguments fit cannot use: refused before training
 
 
 def test_numpy_and_tensor_hyperparameters_train_as_python_numbers():
@@ -603,7 +612,7 @@ def test_labels_on_another_device_than_the_model_get_the_devices_message():
         list(helpers.first_checked(helpers.MnistModel(), [(images, labels)]))
 
 
-# ---------------------------------------------- a learner's own code: helpers' own one-line errors (issue 54, 16-20)
+# ---------------------------------------------- a learner's own code: helpers' own one-line errors
 
 
 class TwoOutputs(helpers.ImageClassificationBase):

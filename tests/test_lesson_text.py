@@ -1,4 +1,4 @@
-"""The lesson's text as a learner reads it (issue 45): every difference from the original lesson named where the
+"""The lesson's text as a learner reads it: every difference from the original lesson named where the
 learner meets it and listed in 02 and the README; short sentences in 01-06; terms defined where first used;
 exercise cells with one blank per decision and no stored verdict that reads as a failure; 07-11 introducing what
 they take from the Going further sections; and the Chinese edition's 即 kept from standing in for every colon."""

@@ -1,4 +1,4 @@
-"""Notebook 08's checkpoint demo, executed in a kernel: it deletes no file it did not make (issue 47, item 1)."""
+"""Notebook 08's checkpoint demo, executed in a kernel: it deletes no file it did not make."""
 
 import copy
 import sys

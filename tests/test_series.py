@@ -1,23 +1,20 @@
 """The maintainers' tooling, notebooks/series.py and notebooks/serieslib: stamp, results, prepare, run (papermill,
-metrics, figures, report), adopt, and the command line refusing what it cannot do before running anything.
-The Chinese edition (translate) and its pages: test_translation.py. Faults (a folder not its own, Ctrl-C, a dead
-kernel, a bad device): test_series_faults.py."""
+metrics), and the command line refusing what it cannot do before running anything.
+The Chinese edition (translate): test_translation.py. Faults (a folder not its own, a dead kernel, a bad device):
+test_series_faults.py."""
 
 import json
-import shutil
 import sys
 from pathlib import Path
 
 import nbformat
 import pytest
-from papermill.iorw import load_notebook_node
-from papermill.parameterize import parameterize_notebook
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
 import series  # noqa: E402
-from serieslib import adopt, exercises, pages, results, runs  # noqa: E402
+from serieslib import exercises, pages, results, runs  # noqa: E402
 
 NOTEBOOKS = pages.notebook_paths()
 
@@ -40,7 +37,7 @@ def test_results_read_as_a_person_reads_them():
     assert results.format_value([6.0e-08, 0.0, -0.0003]) == "[6.0e-08, 0.0000, -3.0e-04]"
 
 
-# ---------------------------------------------------------------------------- runs: prepare, run, adopt
+# ---------------------------------------------------------------------------- runs: prepare, run
 
 
 def injected(nb) -> dict:
@@ -54,7 +51,7 @@ def injected(nb) -> dict:
 
 def test_prepare_sets_the_test_settings_as_papermill_does_and_keeps_the_committed_outputs(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # `prepare --out runs/test`: a relative folder, and kernels that run elsewhere
-    (prepared,) = runs.prepare(None, Path("test"), names=["06_plots"])
+    (prepared,) = runs.prepare(Path("test"), names=["06_plots"])
     nb = nbformat.read(prepared, as_version=4)
     committed = nbformat.read(REPO / "notebooks" / "06_plots.ipynb", as_version=4)
     assert pages.settings_cell(nb).source == pages.settings_cell(committed).source, "the settings cell as committed"
@@ -76,7 +73,7 @@ def test_prepare_sets_the_test_settings_as_papermill_does_and_keeps_the_committe
     rest = [c for c in nb.cells if c not in added]
     assert [c.get("outputs") for c in rest] == [c.get("outputs") for c in committed.cells]
     assert pages.tagged(nb, "nbval-check-output")
-    (loose,) = runs.prepare(None, tmp_path / "colab", names=["06_plots"], check=False)
+    (loose,) = runs.prepare(tmp_path / "colab", names=["06_plots"], check=False)
     assert not pages.tagged(nbformat.read(loose, as_version=4), "nbval-check-output"), "ranges only"
 
 
@@ -100,8 +97,8 @@ def test_run_executes_no_worked_solution_and_prepare_proves_each_one(tmp_path):
     assert "for hidden in (32, 1024)" in proof.source and "assert q1.passed" in proof.source
 
 
-def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkeypatch):
-    """`make run`'s machinery on a stand-in notebook: settings passed, metrics, figures, report, runs/latest."""
+def test_make_run_executes_with_papermill_and_writes_the_metrics(tmp_path, monkeypatch, capsys):
+    """`make run`'s machinery on a stand-in notebook: settings passed, metrics, the summary, runs/latest."""
     folder = tmp_path / "notebooks"
     folder.mkdir()
     nb = nbformat.v4.new_notebook()
@@ -123,55 +120,8 @@ def test_make_run_executes_with_papermill_and_writes_the_report(tmp_path, monkey
     assert output.data["text/plain"] == "", "an executed notebook shows nothing of it"
     assert nbformat.read(folder / "01_stand_in.ipynb", as_version=4) == nb, "the notebook itself is untouched"
     assert (out.parent / "latest").resolve() == out.resolve()
-    assert [f.name for f in (out / "figures").glob("*.png")] == ["01_stand_in-1.png"]
-    page = (out / "index.html").read_text()
-    assert 'href="html/01_stand_in.html"' in page and "01 · A stand-in" in page and "Device: <b>cpu</b>" in page
-    assert "<td>size</td><td>5</td>" in page, "the results in the report"
-    assert "_record_results" not in (out / "html" / "01_stand_in.html").read_text(), "the notebook's page, without it"
-
-
-def test_adopt_makes_a_runs_outputs_the_committed_ones(tmp_path, monkeypatch):
-    """`series.py adopt runs/gpu/latest` after `make gpu-check`: a GPU's outputs, counted again, in both languages;
-    the cells the run added (papermill's settings, the results) stay the run's."""
-    folder = tmp_path / "notebooks"
-    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
-    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
-    nb = parameterize_notebook(load_notebook_node(str(folder / "03_model.ipynb")), {"device": "cuda"})  # a run's
-    changed = [c for c in nb.cells if c.cell_type == "code" and c.outputs][-1]
-    changed.outputs = [nbformat.v4.new_output("stream", name="stdout", text="on the GPU\n")]
-    recorder = results.results_cell(nb)  # as a run appends it, executed
-    recorder.outputs = [nbformat.v4.new_output("display_data", {results.RESULTS_MIME: {"params": 1}, "text/plain": ""})]
-    nb.cells.append(recorder)
-    run = tmp_path / "run"
-    run.mkdir()
-    nbformat.write(nb, run / "03_model.ipynb")
-    assert adopt.adopt(run, ["03_model"]) == ["03_model.ipynb"]
-    for path in (folder / "03_model.ipynb", folder / "zh" / "03_model.ipynb"):
-        adopted = nbformat.read(path, as_version=4)
-        code = [c for c in adopted.cells if c.cell_type == "code"]
-        assert not pages.tagged(adopted, "metrics") and pages.settings(adopted)["device"] == "auto"
-        assert len(code) == len([c for c in nb.cells if c.cell_type == "code"]) - 2, "no results, no injected cell"
-        assert [c.execution_count for c in code] == list(range(1, len(code) + 1))
-        assert [c.outputs for c in code if c.id == changed.id] == [changed.outputs]
-    (setup,) = pages.tagged(nb, "setup")
-    nb.cells.remove(setup)
-    nbformat.write(nb, run / "03_model.ipynb")
-    with pytest.raises(ValueError, match=f"lacks cells {setup.id}: run it from this code"):
-        adopt.adopt(run, ["03_model"])
-
-
-def test_adopt_refuses_the_translated_notebooks_of_a_run(tmp_path, monkeypatch):
-    """`make run ARGS="03_model --lang zh"`, then `adopt runs/latest/zh`: the English 03 took Chinese outputs."""
-    folder = tmp_path / "notebooks"
-    shutil.copytree(REPO / "notebooks", folder, ignore=shutil.ignore_patterns("data", "__pycache__"))
-    monkeypatch.setattr(pages, "NOTEBOOKS", folder)
-    before = (folder / "03_model.ipynb").read_text()
-    zh = tmp_path / "run" / "zh"
-    zh.mkdir(parents=True)
-    shutil.copy(folder / "zh" / "03_model.ipynb", zh / "03_model.ipynb")  # a translated notebook, as a run writes
-    with pytest.raises(ValueError, match=r"03_model.ipynb is the 简体中文 edition \(zh\): adopt takes the English"):
-        adopt.adopt(zh, ["03_model"])
-    assert (folder / "03_model.ipynb").read_text() == before, "nothing changed"
+    summary = capsys.readouterr().out.splitlines()
+    assert any(line.startswith("01_stand_in ") and " ok " in line and "size=5" in line for line in summary)
 
 
 # ---------------------------------------------------------------------------- the command line
@@ -200,7 +150,7 @@ def test_series_refuses_a_setting_no_selected_notebook_has_or_accepts(monkeypatc
 
 
 def test_series_refuses_a_setting_a_notebook_would_refuse_before_any_kernel_starts(monkeypatch):
-    """`-p exercise_limit 60000`: 05's training split has 50,000 images; it failed after a minute of work."""
+    """`-p exercise_limit 60000` is refused before any kernel: 05's training split has 50,000 images."""
     monkeypatch.setattr(series, "run", lambda *args: pytest.fail("ran"))
     with pytest.raises(
         SystemExit,

@@ -261,7 +261,7 @@ def _outputs(path: Path) -> str:
     )
 
 
-def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up(tmp_path):
+def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up(tmp_path, no_work):
     """`papermill 01_gpu_runtime.ipynb out.ipynb -p seed 7 -y "sizes: [64, 96]"`: honoured (the timing table has
     those sizes and no other); `-p seed abc` stops in the set-up cell with the settings check's message, and so does
     a list given with -p, which papermill passes as text."""
@@ -274,8 +274,8 @@ def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up
     table = [line.split() for line in _outputs(tmp_path / "out.ipynb").splitlines() if line.startswith("cpu ")]
     assert [row[1] for row in table] == ["64", "96"], "the sizes given, and no other"
     assert json.loads(json.dumps(nb.metadata["papermill"]["parameters"]))["seed"] == 7
-    as_text = _papermill(tmp_path, "-p", "sizes", "[64, 96]")
-    assert "the setting sizes must be a list of sizes" in as_text.stderr and "-y 'sizes: [1, 2]'" in as_text.stderr
+    with pytest.raises(ValueError, match=r"the setting sizes must be a list of sizes.*-y 'sizes: \[1, 2\]'"):
+        series_setup.start("01_gpu_runtime", settings_of("01_gpu_runtime") | {"sizes": "[64, 96]"})  # as -p gives it
     bad = _papermill(tmp_path, "-p", "seed", "abc")
     assert bad.returncode != 0
     assert "the setting seed must be a whole number from 0 to 2**63 - 1, such as 42; it is 'abc'" in bad.stderr
@@ -286,9 +286,9 @@ def test_papermill_p_sets_a_notebooks_settings_and_a_bad_one_stops_in_the_set_up
 
 
 def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offline(tmp_path):
-    """papermill (or Jupyter) started elsewhere on a notebook of the clone: the kernel's folder is not the notebook's,
-    and the set-up once said "Cannot download ... Turn internet on". The modules requirements.txt installed (-e .)
-    are this clone's, found from any folder, with no network."""
+    """papermill (or Jupyter) started elsewhere on a notebook of the clone, where the kernel's folder is not the
+    notebook's: the modules requirements.txt installed (-e .) are this clone's, found from any folder, with no
+    network (never "Cannot download ... Turn internet on")."""
     offline = {
         "GIT_CONFIG_COUNT": "1",
         "GIT_CONFIG_KEY_0": "url.file:///nowhere.insteadOf",
@@ -306,7 +306,7 @@ def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offl
     assert said.startswith("This run computes on cpu") and "Cannot download" not in said, "the clone's code, offline"
 
 
-# ---------------------------------------------------------------------------- a fresh tester's cases
+# ---------------------------------------------------------------------------- settings cells edited by hand
 
 
 SETTINGS_CELL = '# @title Settings { display-mode: "form" }\nsede = 7  # @param {type:"integer"}\nseed = 42\n'
@@ -338,7 +338,7 @@ def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_m
     assert no_work == []
 
 
-# ---------------------------------------------------------------------------- round 6 (issue 54)
+# ---------------------------------------------------------------------------- settings that look right but are not
 
 
 def ran(cell: str, namespace: dict) -> dict:
@@ -351,7 +351,7 @@ def settings_cell_of(stem: str) -> str:
 
 
 def test_none_typed_in_quotes_is_refused_naming_it_not_taken_as_a_folder_called_none(no_work):
-    """Case 5: `checkpoint = "None"` became <repository>/None, which 06 and 07 never found."""
+    """`checkpoint = "None"` (in quotes) is refused, naming the fix: as a path it would be <repository>/None."""
     for text in ("None", "none", "null"):
         with pytest.raises(ValueError, match=rf"the setting checkpoint is the text '{text}', in quotes; for None"):
             series_setup.start("05_training", settings_of("05_training") | {"checkpoint": text})
@@ -359,7 +359,7 @@ def test_none_typed_in_quotes_is_refused_naming_it_not_taken_as_a_folder_called_
 
 
 def test_a_setting_commented_out_in_a_live_kernel_is_said_not_kept_silently(no_work):
-    """Case 6: `seed = 7`, then its line commented out to go back to the default: the kernel kept 7, without a word."""
+    """`seed = 7`, then its line commented out: said, since the live kernel still holds 7, not the default."""
     cell = settings_cell_of("03_model").replace("seed = 42", "# seed = 42")
     with pytest.raises(ValueError, match=r"no longer sets seed \(its line is commented out.*holds seed = 7"):
         series_setup.start("03_model", ran(cell, settings_of("03_model") | {"seed": 7}))
@@ -374,7 +374,7 @@ def test_papermills_own_cell_after_the_settings_cell_counts_as_setting_them(no_w
 
 
 def test_a_setting_whose_line_is_gone_is_named_before_any_work(no_work):
-    """Case 13: 05's `exercise_limit` commented out: accepted, then a NameError in the exercises' data cell."""
+    """05's `exercise_limit` commented out is named in the set-up, before a NameError in the exercises' data cell."""
     namespace = {k: v for k, v in settings_of("05_training").items() if k != "exercise_limit"}
     with pytest.raises(ValueError, match=r"^the setting exercise_limit is not defined: its line in the settings cell"):
         series_setup.start("05_training", namespace)
@@ -383,13 +383,13 @@ def test_a_setting_whose_line_is_gone_is_named_before_any_work(no_work):
 
 @pytest.mark.parametrize(("name", "value"), [("data_root", 2024), ("checkpoint", 2.5)])
 def test_a_number_for_a_path_tells_papermill_users_to_pass_it_with_r(name, value, no_work):
-    """Case 9: `-p data_root 2024` refused as a number, then told to use -p again, which gives the same number."""
+    """`-p data_root 2024` is refused as a number, with papermill's -r, which passes it as text (-p would not)."""
     with pytest.raises(ValueError, match=rf"headless run: -r {name} {value} \(-r passes its value as text"):
         series_setup.start("05_training", settings_of("05_training") | {name: value})
 
 
 def test_a_folder_setting_that_names_a_file_asks_for_its_folder_and_never_to_remove_it(no_work, tmp_path):
-    """Case 11: data_root pointing at mnist.zip was told to "remove or rename" the learner's file."""
+    """data_root pointing at a file (mnist.zip) asks for its folder, and never to remove or rename the file."""
     archive = tmp_path / "mnist.zip"
     archive.write_bytes(b"a learner's file")
     for name, stem, typed in [
@@ -408,7 +408,7 @@ def test_a_folder_setting_that_names_a_file_asks_for_its_folder_and_never_to_rem
 
 
 def test_the_device_setting_is_auto_by_default_and_still_takes_none_and_a_name(no_work):
-    """Case 14: a dropdown of choices, so that no `device = cpu` without quotes is possible in Colab's form."""
+    """device is a dropdown of choices (no unquoted `device = cpu` in Colab's form), `auto` by default."""
     best = helpers.get_default_device()
     assert settings_of("05_training")["device"] == "auto"
     for value, expected in [("auto", best), (None, best), ("cpu", torch.device("cpu"))]:
@@ -417,7 +417,7 @@ def test_the_device_setting_is_auto_by_default_and_still_takes_none_and_a_name(n
 
 
 def test_08_in_a_second_kernel_sharing_the_work_folder_is_said_not_resumed_silently(no_work, tmp_path):
-    """Case 4: the second kernel's Ctrl-C demonstration resumed the first's run ("2 of 3 epochs already done")."""
+    """08 in a second kernel, on a work folder the first holds, is refused: it would resume the first's run."""
     namespace = settings_of("08_checkpoints") | {"work_dir": str(tmp_path)}
     series_setup.start("08_checkpoints", namespace)
     series_setup.start("08_checkpoints", namespace)  # the same kernel again: its own folder

@@ -109,10 +109,10 @@ def test_the_series_is_every_committed_notebook():
 def demo_notebook(settings: bool) -> list:
     """Cells of a notebook in the series' form: title and badge, (settings,) set-up, prose, a figure, a solution."""
     badge = "[![Open In Colab](https://colab.research.google.com/assets/colab-badge.svg)](https://x.org/nb)"
-    png = make_site.PNG_START + b"rest" + make_site.PNG_END
+    png = __import__("base64").b64encode(b"\x89PNG\r\n\x1a\nrest").decode()
+    alt = {"alt": {"en": "loss against epoch; falls from 2.31 to 0.126"}}
     figure = nbformat.v4.new_code_cell(
-        'plt.plot(x)\nplt.title("Loss vs. No. of epochs")',
-        outputs=[nbformat.v4.new_output("display_data", {"image/png": __import__("base64").b64encode(png).decode()})],
+        "plt.plot(x)", outputs=[nbformat.v4.new_output("display_data", {"image/png": png}, metadata=alt)]
     )
     cells = [
         nbformat.v4.new_markdown_cell(f"# 03 · The demo\n{badge}"),
@@ -161,7 +161,7 @@ def test_page_copy_of_a_notebook(tmp_path, settings):
     if settings:  # the settings as a learner reads them, without Colab's form marks
         assert cells["c03-01"].source == "seed = 42"
     alt = figure.metadata["mystnb"]["image"]["alt"]
-    assert alt == "The model's loss falls, epoch by epoch (Figure: Loss vs. No. of epochs)"
+    assert alt == "loss against epoch; falls from 2.31 to 0.126"
     assert figures == {make_site.figure_file(figure.outputs[0]): alt}  # conf.py gives it by the image file's name
 
 
@@ -191,13 +191,13 @@ def test_every_page_has_anchors_for_each_heading_and_the_same_in_both_editions()
 def test_figures_alt_text_says_what_each_figure_shows():
     """Every figure of the committed notebooks, both languages: its alt text is the description that the code which
     drew it left in the output (serieslib/alt_text.py, loaded into the kernels of `series.py refresh`: re-execute a
-    notebook without one), in the page's language, naming a value or a structure the figure carries (a number), never
-    repeating the paragraph before it; no two figures of a page share one (06's three test digits, 09's two traces)."""
+    notebook without one), in the page's language, naming a value or a structure the figure carries (a number); no two
+    figures of a page share one (06's three test digits, 09's two traces)."""
     for lang, edition in make_site.EDITIONS.items():
         for name in make_site.notebook_names():
             nb = nbformat.read(edition.notebooks / f"{name}.ipynb", as_version=4)
             alts = []
-            for i, cell in enumerate(nb.cells):
+            for cell in nb.cells:
                 figures = [o for o in cell.get("outputs", []) if make_site.is_figure(o)]
                 if not figures:
                     continue
@@ -205,50 +205,42 @@ def test_figures_alt_text_says_what_each_figure_shows():
                     f"{lang} {name} {cell.id}: a figure without the alt text of the code that drew it: execute the "
                     f"notebook again (python notebooks/series.py refresh {name})"
                 )
-                before = next((c.source for c in reversed(nb.cells[:i]) if c.cell_type == "markdown"), "")
-                for alt in make_site.figure_alts(nb.cells, i, edition):
+                for alt in make_site.figure_alts(cell.outputs, edition):
                     alts.append(alt)
                     assert re.search(r"\d", alt) and ".png" not in alt, (name, cell.id, alt)
                     assert lang == "en" or any("\u4e00" <= c <= "\u9fff" for c in alt), (name, cell.id, alt)
-                    repeated = [s for s in make_site.sentences(before) if len(s) > 8 and s.rstrip(":：") in alt]
-                    assert not repeated, (lang, name, cell.id, alt)
             assert len(set(alts)) == len(alts), (lang, name, [a for a in alts if alts.count(a) > 1])
 
 
-def figure_cell(outputs: list) -> list:
-    """Cells of a notebook whose one code cell has `outputs`: ("text", printed) and ("image", None) items."""
-    png = __import__("base64").b64encode(make_site.PNG_START + b"x" + make_site.PNG_END).decode()
-    made = [
+def figure_outputs(*outputs: tuple[str, str | None]) -> list:
+    """A code cell's outputs: ("text", printed) and ("image", alt text in English) items."""
+    png = __import__("base64").b64encode(b"\x89PNG\r\n\x1a\nx").decode()
+    return [
         nbformat.v4.new_output("stream", text=value)
         if kind == "text"
-        else nbformat.v4.new_output("display_data", {"image/png": png})
+        else nbformat.v4.new_output(
+            "display_data", {"image/png": png}, metadata={"alt": {"en": value}} if value else {}
+        )
         for kind, value in outputs
     ]
-    return [nbformat.v4.new_markdown_cell("Then the test images:"), nbformat.v4.new_code_cell("show()", outputs=made)]
 
 
 def test_figure_alt_text_is_specific_to_each_figure():
-    """A figure's alt text: the sentence before it, then what the cell printed just before the figure (or after it,
-    for the cell's one figure), or, where a cell draws several and printed nothing before each, their places."""
+    """A figure's alt text: what the code that drew it described, then what the cell printed just before the figure
+    (or after it, for the cell's one figure), or, where a cell draws several alike, their places."""
     en, zh = make_site.EDITIONS["en"], make_site.EDITIONS["zh"]
-    printed = figure_cell([("text", "Label: 7 , Predicted: 7\n"), ("image", None)])
-    assert make_site.figure_alts(printed, 1, en) == ["Then the test images (Label: 7 , Predicted: 7)"]
-    assert make_site.figure_alts(printed, 1, zh) == ["Then the test images（Label: 7 , Predicted: 7）"]
-    after = figure_cell([("image", None), ("text", "shape: [1, 28, 28]\nlabel: 5\n")])
-    assert make_site.figure_alts(after, 1, en) == ["Then the test images (shape: [1, 28, 28]; label: 5)"]
-    two = figure_cell([("image", None), ("image", None), ("text", "the whole traces: a.json, b.json\n")])
-    assert make_site.figure_alts(two, 1, en) == [
-        "Then the test images (image 1 of 2)",
-        "Then the test images (image 2 of 2)",
-    ]
-    each = figure_cell([("text", "Label: 1\n"), ("image", None), ("text", "Label: 2\n"), ("image", None)])
-    assert make_site.figure_alts(each, 1, en) == ["Then the test images (Label: 1)", "Then the test images (Label: 2)"]
-    long = figure_cell([("text", "x" * 300 + "\nLabel: 7\n"), ("image", None)])
-    assert make_site.figure_alts(long, 1, en) == ["Then the test images (Label: 7)"]  # its nearest line alone
-    described = figure_cell([("image", None), ("text", "Label: 7\n")])
-    described[1].outputs[0].metadata["alt"] = {"en": "a 28 × 28 greyscale image", "zh": "一张 28 × 28 的灰度图像"}
-    assert make_site.figure_alts(described, 1, en) == ["a 28 × 28 greyscale image (Label: 7)"]  # the code's own
-    assert make_site.figure_alts(described, 1, zh) == ["一张 28 × 28 的灰度图像（Label: 7）"]
+    image = "a 28 × 28 greyscale image"
+    printed = figure_outputs(("text", "Label: 7 , Predicted: 7\n"), ("image", image))
+    assert make_site.figure_alts(printed, en) == [f"{image} (Label: 7 , Predicted: 7)"]
+    assert make_site.figure_alts(printed, zh) == ["图表（Label: 7 , Predicted: 7）"], "no Chinese description"
+    after = figure_outputs(("image", image), ("text", "shape: [1, 28, 28]\nlabel: 5\n"))
+    assert make_site.figure_alts(after, en) == [f"{image} (shape: [1, 28, 28]; label: 5)"]
+    two = figure_outputs(("image", "a trace"), ("image", "a trace"), ("text", "the whole traces: a.json, b.json\n"))
+    assert make_site.figure_alts(two, en) == ["a trace (image 1 of 2)", "a trace (image 2 of 2)"]
+    each = figure_outputs(("text", "Label: 1\n"), ("image", image), ("text", "Label: 2\n"), ("image", image))
+    assert make_site.figure_alts(each, en) == [f"{image} (Label: 1)", f"{image} (Label: 2)"]
+    long = figure_outputs(("text", "x" * 300 + "\nLabel: 7\n"), ("image", image))
+    assert make_site.figure_alts(long, en) == [f"{image} (Label: 7)"]  # its nearest line alone
 
 
 def test_settings_read_as_settings_on_the_web():
@@ -302,19 +294,6 @@ def test_home_page_is_for_learners():
     ]
 
 
-def test_damaged_image_is_named(tmp_path):
-    """A stored image output that is not a whole PNG: one line naming the notebook and the cell."""
-    path = tmp_path / "03_demo.ipynb"
-    cells = demo_notebook(False)
-    cells[3].outputs[0]["data"]["image/png"] = cells[3].outputs[0]["data"]["image/png"][:12]
-    write_notebook(path, cells)
-    with pytest.raises(make_site.SiteError, match=r"03_demo.ipynb: cell c03-03 holds a damaged image/png output"):
-        make_site.read_notebook(path)
-    path.write_text("{not json")
-    with pytest.raises(make_site.SiteError, match="is not a readable notebook"):
-        make_site.read_notebook(path)
-
-
 def test_a_file_in_place_of_a_folder_is_named(tmp_path):
     """The build's folders: a file where a folder goes is named, with what to do; an empty path is made."""
     (tmp_path / "runs").write_text("")
@@ -322,9 +301,6 @@ def test_a_file_in_place_of_a_folder_is_named(tmp_path):
         make_site.fresh_folder(tmp_path / "runs" / "site-build" / "en", "the site's build folder")
     make_site.fresh_folder(tmp_path / "made" / "here", "a folder")
     assert (tmp_path / "made" / "here").is_dir()
-    (tmp_path / "site").write_text("")
-    with pytest.raises(make_site.SiteError, match=r"cannot write the site into .*site/"):
-        make_site.writable(tmp_path / "site")
 
 
 def copy_of_repository(tmp_path: Path) -> Path:
@@ -373,21 +349,20 @@ needs_site_python = pytest.mark.skipif(not SITE_PYTHON.is_file(), reason="needs 
 
 @needs_site_python
 def test_build_faults_are_one_line_each(tmp_path):
-    """A damaged image, a file in place of the site's folder or of the build's folder: each stops the build in one
+    """A damaged notebook, a file in place of the site's folder or of the build's folder: each stops the build in one
     line that names the notebook or the folder, before Sphinx starts."""
     copy = copy_of_repository(tmp_path)
     notebook = copy / "notebooks" / "06_plots.ipynb"
-    text = notebook.read_text(encoding="utf-8")
-    start = text.index('"image/png": "') + len('"image/png": "')
-    notebook.write_text(text[:start] + "iVBORw0KGgoAAAANSUhEUgAA" + text[text.index('"', start) :], encoding="utf-8")
+    notebook.write_text("{not json", encoding="utf-8")
     line = one_line(make_site_in(copy, SITE_PYTHON))
-    assert "notebooks/06_plots.ipynb: cell" in line and "damaged image/png" in line, line
+    assert "notebooks/06_plots.ipynb is not a readable notebook" in line and "git checkout" in line, line
     assert not (copy / "runs").exists()  # said before anything was made
     shutil.copy(REPO / "notebooks" / "06_plots.ipynb", notebook)
 
     (copy / "site").write_text("in the way")
     line = one_line(make_site_in(copy, SITE_PYTHON))
     assert "cannot write the site into site/" in line and "delete" in line, line
+    assert not (copy / "runs").exists() and (copy / "site").read_text() == "in the way"
     (copy / "site").unlink()
 
     (copy / "runs").mkdir()

@@ -18,7 +18,7 @@ from conftest import translated_paths
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "notebooks"))
 
-from serieslib import pages, report, runs, translation  # noqa: E402
+from serieslib import pages, runs, translation  # noqa: E402
 
 ENGLISH = pages.notebook_paths()
 ZH = REPO / "notebooks" / "zh"
@@ -431,22 +431,6 @@ def test_a_chinese_notebook_runs_from_its_own_folder(tmp_path, data_root):
     said = lambda output: output.get("text") or output.get("data", {}).get("text/plain")  # noqa: E731
     assert all(said(ran[c.id].outputs[0]) == said(c.outputs[0]) for c in checked)
     assert sorted(p.name for p in ZH.iterdir() if not p.name.endswith((".ipynb", ".md"))) == []  # nothing left behind
-
-
-def test_the_report_renders_the_chinese_pages_as_chinese(tmp_path):
-    """`<html lang="zh">`: with nbconvert's default "en" a browser draws Chinese text with Japanese glyph forms."""
-    stem = ENGLISH[6].stem  # 07: short, with its figures
-    (tmp_path / "zh").mkdir()
-    (tmp_path / f"{stem}.ipynb").write_bytes(ENGLISH[6].read_bytes())
-    (tmp_path / "zh" / f"{stem}.ipynb").write_bytes((ZH / f"{stem}.ipynb").read_bytes())
-    summary = [{"stem": stem, "status": "ok", "seconds": 1.0, "figures": []}]
-    index = report.write_report(tmp_path, summary, {stem: {}}, {}, ["zh"])
-    page, english = index.read_text(encoding="utf-8"), (tmp_path / "html" / f"{stem}.html").read_text(encoding="utf-8")
-    chinese = (tmp_path / "zh" / "html" / f"{stem}.html").read_text(encoding="utf-8")
-    assert f'href="zh/html/{stem}.html"' in page and f'href="zh/{stem}.ipynb"' in page
-    assert '<html lang="en">' in english and '<html lang="zh">' in chinese
-    assert report.UPRIGHT_COMMENTS in chinese and report.UPRIGHT_COMMENTS not in english  # the comments are Chinese
-    assert "本篇预期结果" in chinese and "What to expect" in english
 
 
 def test_the_exercises_speak_the_editions_language_and_nothing_else_in_the_code_changes():

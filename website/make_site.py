@@ -4,7 +4,7 @@ their stored outputs. Nothing is executed and nothing is fetched.
 Each edition is a Sphinx project (myst-nb reads the notebooks, sphinx-book-theme lays them out, website/conf.py
 configures both) written into runs/site-build/<lang>/src: a home page made from the edition's README, a copy of every
 notebook with its tags mapped to myst-nb's (see page_notebook), and the committed notebooks to download. The two
-editions build side by side, one process each; then each gets a CJK webfont cut down to the characters its pages use.
+editions build side by side, one process each.
 The version and the project's addresses come from pyproject.toml; launch buttons open the git tag of that version
 when the repository has it (launch_ref).
 
@@ -14,7 +14,6 @@ when the repository has it (launch_ref).
 from __future__ import annotations
 
 import base64
-import binascii
 import copy
 import functools
 import hashlib
@@ -32,11 +31,10 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 # The site's packages (requirements-site.txt), by module: checked before anything is made (missing_packages).
-SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "fontTools", "brotli", "jieba"]
+SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "jieba"]
 INSTALL = "install them with `make site` (into .venv-site) or `pip install -r requirements-site.txt`"
 
 try:
-    import fonts
     import nbformat
 except ModuleNotFoundError as err:  # before anything is made: say which file installs the site's packages
     raise SystemExit(f"make site: the site's package {err.name} is missing: {INSTALL}") from None
@@ -60,9 +58,6 @@ ADVANCED_FROM = 7  # the README: "Notebooks 07 to 11 are advanced"
 TITLE = re.compile(r"^# @title (?P<title>.*?)(?:\s*\{[^}]*\})?\s*$")  # Colab's title line of a folded cell
 LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
 HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
-PLOT_TITLE = re.compile(r"(?:\btitle|suptitle|set_title)\s*[(=]\s*f?([\"'])(.+?)\1")  # a title matplotlib draws
-DEF = re.compile(r"^def (\w+)\(.*?(?=^\S|\Z)", re.MULTILINE | re.DOTALL)  # a function of a cell, to its end
-ALT_LEAST = 12  # characters: a figure's alt text takes sentences from the end of the prose before it, to this many
 PRINTED_MOST = 120  # characters: what a cell printed beside a figure, in its alt text; longer, its nearest line alone
 SHORT = {"colab": "Colab", "kaggle": "Kaggle", "download": ".ipynb"}  # a launch button's word on a phone, both editions
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
@@ -81,7 +76,6 @@ THEME_ZH = {
 SEARCH_ZH = {
     "Search finished, found one page matching the search query.": ["搜索完成，找到 ${resultCount} 个匹配的页面。"]
 }
-PNG_START, PNG_END = b"\x89PNG\r\n\x1a\n", b"IEND\xaeB`\x82"
 
 
 class SiteError(Exception):
@@ -125,7 +119,6 @@ EDITIONS = {
             "licence": "Code: MIT licence; text and figures: CC BY 4.0",
             "report": "Report a problem",
             "figure": "A figure",
-            "titled": " (Figure: {})",  # a plot's own title, in a figure's alt text
             "printed": " ({})",  # what the figure's cell printed beside it, in its alt text
             "nth": " (image {} of {})",  # a figure's place among its cell's, in its alt text
             "zoom": "Open full size",  # under a figure on a phone: the figure's own file, at its full size
@@ -155,7 +148,6 @@ EDITIONS = {
             "licence": "代码采用 MIT 许可证；文字和图表采用 CC BY 4.0 许可协议",
             "report": "报告问题",
             "figure": "图表",
-            "titled": "（图：{}）",
             "printed": "（{}）",
             "nth": "（第 {} 张图，共 {} 张）",
             "zoom": "查看原尺寸图片",
@@ -176,11 +168,7 @@ def other(edition: Edition) -> Edition:
 
 
 def series_notebooks(notebooks: Path = REPO / "notebooks") -> tuple[list[str], list[str]]:
-    """The series' notebooks in order, by stem ("03_model"), and the strays beside them, by file name.
-
-    A notebook of the series has a translation file and a Chinese twin (zh/NN_name.md, zh/NN_name.ipynb); any other
-    NN_*.ipynb in notebooks/ is a stray: JupyterLab's Duplicate (03_model-Copy1.ipynb), a scratch copy.
-    """
+    """The series' notebooks by stem, in order (those with a zh/ translation file and twin), and the strays' files."""
     numbered = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
     series = [n for n in numbered if (notebooks / "zh" / f"{n}.md").is_file()]
     series = [n for n in series if (notebooks / "zh" / f"{n}.ipynb").is_file()]
@@ -231,12 +219,8 @@ def pin(markdown: str) -> str:
 
 
 def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
-    """Markdown written in `folder` of the repository, with links that work in the site.
-
-    A link to one of the edition's notebooks stays a link to that notebook (myst makes it the page); any other
-    relative link goes to the file on GitHub; the Colab badge image becomes the site's own copy; addresses of the
-    repository's files are pinned to the site's ref.
-    """
+    """Markdown written in `folder`, its links working in the site: to the edition's notebooks (myst makes them pages),
+    else to the file on GitHub at the site's ref; the Colab badge image is the site's own copy."""
 
     def link(match: re.Match) -> str:
         target = match["target"]
@@ -345,46 +329,16 @@ class Anchors:
         return found
 
 
-def sentences(markdown: str) -> list[str]:
-    """The sentences of a Markdown cell's last paragraph of prose, as a reader sees them."""
-    paragraphs = [p for p in re.split(r"\n\s*\n", markdown) if p.strip() and not HEADING.match(p.strip())]
-    prose = [p for p in paragraphs if not p.lstrip().startswith(("```", "|", "<", "!["))]
-    if not prose:
-        return []
-    text = plain(" ".join(prose[-1].split()))
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+|(?<=[。！？])(?![）)”」])", text) if s.strip()]
-
-
-def figure_alts(cells: list, index: int, edition: Edition) -> list[str]:
-    """Alt text for each figure a code cell draws, in the page's language: what the figure shows, as the code that
-    drew it described it in the output's metadata (helpers.alt_text: {"alt": {"en": ..., "zh": ...}}), with what
-    the cell printed beside it ("Label: 7 , Predicted: 7"); for a figure without one (a notebook not executed since),
-    from the notebook: the Markdown sentence before the cell,
-    which says what it shows, made specific by the plot's own title (set in the cell or in a function of the notebook
-    it calls); else by what the cell printed just before the figure (or after it, for a cell's one figure: "Label: 7 ,
-    Predicted: 7"); else, where the cell draws several, by the figure's place among them ("image 2 of 3")."""
-    before = next((c.source for c in reversed(cells[:index]) if c.cell_type == "markdown"), "")
-    said = ""
-    for sentence in reversed([s for s in sentences(before) if not s.startswith(("(", "（"))]):  # not an aside
-        said = (sentence + (" " if edition.lang == "en" else "") + said).strip()
-        if len(said) >= ALT_LEAST:  # "网络如下" (the network is as follows) alone says too little
-            break
-    said = said.rstrip(":：").strip()
-    code = cells[index].source
-    functions = {m[1]: m[0] for c in cells if c.cell_type == "code" for m in DEF.finditer(c.source)}
-    drawn = [code, *(functions[name] for name in dict.fromkeys(re.findall(r"\b(\w+)\(", code)) if name in functions)]
-    titles = [title for source in drawn for _, title in PLOT_TITLE.findall(source)]
-    named = "; ".join(dict.fromkeys(t for t in titles if t not in said))
-    outputs = cells[index].get("outputs", [])
+def figure_alts(outputs: list, edition: Edition) -> list[str]:
+    """Alt text for each figure among a code cell's `outputs`, in the page's language: what the code that drew it
+    described in the output's metadata ({"alt": {"en": ..., "zh": ...}}), with what the cell printed beside it
+    ("Label: 7 , Predicted: 7"); where that still leaves two alike, their places ("image 2 of 3")."""
     figures = [k for k, output in enumerate(outputs) if is_figure(output)]
     alts = []
     for k in figures:
-        described = outputs[k].get("metadata", {}).get("alt", {}).get(edition.lang)
-        titled = named and not described
-        printed = "" if titled else printed_beside(outputs, k, alone=len(figures) == 1)
-        specific = edition.words["titled"].format(named) if titled else ""
-        specific = edition.words["printed"].format(printed) if printed else specific
-        alts.append(((described or said) + specific).strip() or edition.words["figure"])
+        described = outputs[k].get("metadata", {}).get("alt", {}).get(edition.lang) or edition.words["figure"]
+        printed = printed_beside(outputs, k, alone=len(figures) == 1)
+        alts.append(described + (edition.words["printed"].format(printed) if printed else ""))
     if len(set(alts)) < len(alts):
         alts = [alt + edition.words["nth"].format(n, len(alts)) for n, alt in enumerate(alts, 1)]
     return alts
@@ -416,34 +370,8 @@ def figure_file(output: dict) -> str:
     return hashlib.sha256(base64.b64decode("".join(data) if isinstance(data, list) else data)).hexdigest()
 
 
-def check_images(path: Path, nb: nbformat.NotebookNode) -> None:
-    """SiteError for a stored image output that is not a whole image (a damaged file would stop myst-nb)."""
-    for cell in nb.cells:
-        for output in cell.get("outputs", []):
-            for mime in ("image/png", "image/jpeg"):
-                data = output.get("data", {}).get(mime)
-                if data is None:
-                    continue
-                try:
-                    raw = base64.b64decode("".join(data) if isinstance(data, list) else data, validate=True)
-                except (binascii.Error, ValueError):
-                    raw = b""
-                whole = (
-                    raw.startswith(PNG_START) and raw.endswith(PNG_END)
-                    if mime == "image/png"
-                    else (raw.startswith(b"\xff\xd8") and raw.rstrip(b"\0").endswith(b"\xff\xd9"))
-                )
-                if not whole:
-                    fix = (
-                        "python notebooks/series.py translate rebuilds it from the English notebook"
-                        if path.parent.name == "zh"
-                        else "run the notebook again and save it, or clear that output"
-                    )
-                    raise SiteError(f"{rel(path)}: cell {cell.id} holds a damaged {mime} output: {fix}")
-
-
 def read_notebook(path: Path) -> nbformat.NotebookNode:
-    """The notebook at `path`; SiteError in one line when it is missing, not a notebook, or holds a damaged image."""
+    """The notebook at `path`; SiteError in one line when it is missing or not a notebook."""
     try:
         nb = nbformat.read(path, as_version=4)
     except FileNotFoundError:
@@ -454,7 +382,6 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
             f"{rel(path)} is not a readable notebook ({type(err).__name__}): restore it with "
             f"`git checkout -- {rel(path)}`, or open and save it in Jupyter"
         ) from None
-    check_images(path, nb)
     return nb
 
 
@@ -471,17 +398,11 @@ def folded_in_jupyter(cell: nbformat.NotebookNode) -> bool:
 def page_notebook(
     path: Path, edition: Edition, english: nbformat.NotebookNode
 ) -> tuple[nbformat.NotebookNode, list[list[str]], dict[str, str]]:
-    """A copy of the notebook at `path` for its page: its tags mapped to myst-nb's, its links to the site's pages.
+    """A copy of the notebook at `path` for its page, with its headings' anchors and its figures' alt text by file.
 
-    machinery and nav cells go; the title's Colab badge goes (the header's Colab button is the page's one); the
-    settings cell (tagged parameters) is folded under its title; the set-up cell's code goes and what it printed
-    stays, or, where a settings cell comes before it, its code is folded above what it printed; a solution's code
-    is folded and its outputs (the answer) go; a recap's code is folded, and so is any other code cell folded in
-    Jupyter; a Markdown solution (<details>) stays as written, closed, with the class `solution`. Every heading gets
-    an anchor from its English twin's (Anchors), and the heading of "Going further" first `going-further-<number>`,
-    which conf.py makes a class of its section: those come back with the copy, each heading's in the page's order.
-    So does each figure's alt text (figure_alts), by the name of its image file (figure_file), which conf.py gives
-    to each figure; the cell's first figure has it in the copy too.
+    The copy's tags are myst-nb's: machinery and nav cells and the title's badge go; the settings, set-up, recap and
+    any cell folded in Jupyter fold under their titles; a solution's code folds and its answer goes. conf.py gives
+    the anchors (from the English twin's headings) to the sections and the alt text to each figure.
     """
     nb = copy.deepcopy(read_notebook(path))
     further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
@@ -509,7 +430,7 @@ def page_notebook(
                 labels[first].insert(0, f"going-further-{path.stem[:2]}")
             cell.source = source
         elif "remove-cell" not in tags and any(map(is_figure, cell.get("outputs", []))):
-            alts = figure_alts(nb.cells, index, edition)
+            alts = figure_alts(cell.outputs, edition)
             figures |= dict(zip(map(figure_file, filter(is_figure, cell.outputs)), alts))
             cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | {"image": {"alt": alts[0]}}
         cell.metadata["tags"] = tags
@@ -523,8 +444,7 @@ def page_notebook(
 
 
 def _sections(markdown: str) -> list[tuple[int, str, str]]:
-    """A README as (level, ## or ### heading, its text) triples; the text before the first such heading comes with
-    level 1 and heading ""."""
+    """A README as (level, ## or ### heading, text) triples, the text before the first heading as (1, "", text)."""
     parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.MULTILINE)
     found = [(1, "", parts[0])]
     for i in range(1, len(parts), 2):
@@ -568,8 +488,7 @@ def zh_time(english: str) -> str:
 
 
 def _zh_table(section: str) -> str:
-    """The Chinese README's notebooks section, its table with two more columns from the English README's table: the
-    Colab badge, and the time in Chinese."""
+    """The Chinese README's notebooks table, with the English table's Colab badge and time (in Chinese) added."""
     english = _table_rows(EDITIONS["en"].readme.read_text(encoding="utf-8"))
     words = EDITIONS["zh"].words
     lines = []
@@ -612,11 +531,7 @@ def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
 
 
 def search_dictionary(path: Path) -> None:
-    """Write jieba's extra words for the Chinese search: the glossary's terms (notebooks/zh/README.md, 术语表).
-
-    jieba's own dictionary splits some of them (数据加载器 into 数据 / 加载 / 器); the glossary is the one list
-    of the terms a reader looks up.
-    """
+    """Write the glossary's terms (zh/README.md, 术语表) as jieba's words: its own splits 数据加载器 in three."""
     glossary = EDITIONS["zh"].readme.read_text(encoding="utf-8").split("## 术语表", 1)[1]
     chinese = [row[1] for row in map(_row, glossary.splitlines()) if len(row) > 1]  # the 译名 column
     terms = {term.strip() for cell in chinese for term in re.split(r"[、，]", cell)}
@@ -676,22 +591,6 @@ def sphinx(edition: Edition, src: Path) -> subprocess.Popen:
     return subprocess.Popen(command, env=env)
 
 
-def prune(html: Path) -> None:
-    """Take out of a built edition what no reader's browser asks for: Sphinx's build records, the theme's message
-    catalogues (used at build time) and its source maps, with the lines that name them."""
-    for leftover in (".buildinfo", "objects.inv", "_sources", "_static/locales"):
-        if (html / leftover).is_dir():
-            shutil.rmtree(html / leftover)
-        else:
-            (html / leftover).unlink(missing_ok=True)
-    for source_map in html.glob("_static/**/*.map"):
-        source_map.unlink()
-        minified = source_map.with_suffix("")
-        if minified.is_file():
-            text = minified.read_text(encoding="utf-8")
-            minified.write_text(re.sub(r"\n?(//|/\*)# sourceMappingURL=\S+(\*/)?", "", text), encoding="utf-8")
-
-
 def chinese_theme(html: Path) -> None:
     """The Chinese edition's pages with the themes' English words in Chinese (THEME_ZH: as an attribute's whole value
     or an element's whole text), and the search's result count in Chinese (SEARCH_ZH: plural_expr is 0 in Chinese,
@@ -711,20 +610,6 @@ def missing_packages() -> list[str]:
     return [module for module in SITE_MODULES if importlib.util.find_spec(module) is None]
 
 
-def writable(folder: Path) -> None:
-    """SiteError naming `folder` when the finished site could not be written there; checked before the build."""
-    parent = next(p for p in [folder, *folder.parents] if p.exists())
-    if not parent.is_dir() or (parent == folder and not os.access(folder, os.W_OK | os.X_OK)):
-        raise SiteError(
-            f"cannot write the site into {rel(folder)}/: {rel(parent)} is not a folder you can write; "
-            f"delete or move it, then run make site again"
-        )
-    if parent != folder and not os.access(parent, os.W_OK | os.X_OK):
-        raise SiteError(
-            f"cannot make {rel(folder)}/: {rel(parent)} is not writable; make it writable, then run make site again"
-        )
-
-
 def build() -> None:
     """Build both editions into site/; print the time it took and the site's size."""
     start = time.monotonic()
@@ -734,18 +619,13 @@ def build() -> None:
     for edition in EDITIONS.values():  # every notebook whole, before anything is made
         for name in series:
             read_notebook(edition.notebooks / f"{name}.ipynb")
-    writable(SITE)
-    source = fonts.font_source()  # before anything else: without the font, no site
+    if SITE.exists() and not SITE.is_dir():  # fresh_folder would delete it after the build
+        raise SiteError(f"cannot write the site into {rel(SITE)}/: it is a file: delete it, then run make site again")
     builds = [(edition, sphinx(edition, write_sources(edition))) for edition in EDITIONS.values()]
     failed = [edition.lang for edition, build in builds if build.wait() != 0]
     if failed:
         raise SystemExit(f"make site: Sphinx failed for {', '.join(failed)} (its messages are above)")
-    for edition in EDITIONS.values():
-        html = WORK / edition.lang / "html"
-        prune(html)
-        if edition.lang == "zh":
-            chinese_theme(html)
-        fonts.subset(source, html)
+    chinese_theme(WORK / "zh" / "html")
     fresh_folder(SITE, "the site's folder")
     try:
         for edition in EDITIONS.values():

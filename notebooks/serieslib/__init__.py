@@ -6,6 +6,7 @@ Each module imports only those above it:
     pages        the notebooks, their set-up cell, badge, links to the neighbours; `stamp`
     translation  the Chinese edition, built from the English notebooks and notebooks/zh/NN_name.md
     results      each notebook's key results: recorded at run time, read back, shown
-    report       the HTML report of an executed series
-    runs         the series executed: prepared for nbval, run with papermill, refreshed in place, adopted
+    checks       what the commands refuse before they change anything
+    runs         the series executed: prepared for nbval, run with papermill, refreshed in place
+    data         make data: MNIST and Fashion-MNIST into data/ where torchvision's mirrors cannot be reached
 """

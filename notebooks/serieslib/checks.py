@@ -15,7 +15,6 @@ from pathlib import Path
 from .pages import shown
 
 PREPARED_MARK = ".series-prepared"  # inside the folder prepare made: the only non-empty folder it empties
-LATEST_MARK = ".series-latest"  # inside the copy that stands for out_root/latest where symlinks are not allowed
 
 
 class Refused(ValueError):
@@ -72,7 +71,7 @@ def claim_prepared(out: Path) -> None:
     if out.exists() and not out.is_dir():
         raise Refused(f"{shown(out)} is a file, not a folder: pass --out a new folder, e.g. --out runs/test")
     if out.is_dir() and any(out.iterdir()):
-        if not _made_by_prepare(out):
+        if not (out / PREPARED_MARK).is_file():
             raise Refused(
                 f"{shown(out)} is not empty and prepare did not make it (no {PREPARED_MARK} in it); prepare "
                 "empties its folder, so it writes only into a new or empty one: pass --out e.g. runs/test"
@@ -85,18 +84,15 @@ def claim_prepared(out: Path) -> None:
         raise Refused(f"cannot write into {shown(out)} ({err.strerror}): pass --out a writable folder") from None
 
 
-def _made_by_prepare(out: Path) -> bool:
-    """Whether prepare made the folder: its mark, or (made before the mark) its parameters.json and prepared/."""
-    return (out / PREPARED_MARK).is_file() or ((out / "parameters.json").is_file() and (out / "prepared").is_dir())
-
-
 def new_run_folder(out_root: Path) -> Path:
     """A new folder out_root/<timestamp>, made atomically: a run that starts in the same second gets <timestamp>-2."""
+    latest = out_root / "latest"
     if out_root.exists() and not out_root.is_dir():
         raise Refused(f"{shown(out_root)} is a file, not a folder for runs: move it away, or pass --out another folder")
-    check_latest(out_root / "latest")
+    if latest.exists() and not latest.is_symlink():  # run replaces it with a link when it has finished
+        raise Refused(f"{shown(latest)} is not the link that run makes there: move it away, then run again")
     stamp_ = time.strftime("%Y%m%d-%H%M%S")
-    for n in range(1, 1000):
+    for n in range(1, 100):
         out = out_root / (stamp_ if n == 1 else f"{stamp_}-{n}")
         try:
             out.mkdir(parents=True)  # no exist_ok: of two runs, only one makes it
@@ -108,11 +104,4 @@ def new_run_folder(out_root: Path) -> Path:
                 f"cannot make a run's folder in {shown(out_root)} ({err.strerror}): "
                 "make it a writable folder, or pass --out another one"
             ) from None
-    raise Refused(f"{shown(out_root)} already holds 999 runs started at {stamp_}: pass --out another folder")
-
-
-def check_latest(latest: Path) -> None:
-    """Refuse to start a run whose out_root/latest is something run did not make: it would be replaced at the end."""
-    if latest.is_symlink() or not latest.exists() or (latest / LATEST_MARK).is_file():
-        return
-    raise Refused(f"{shown(latest)} is not the link (or copy) that run makes there: move it away, then run again")
+    raise Refused(f"{shown(out_root)} already holds 99 runs started at {stamp_}: pass --out another folder")

@@ -21,7 +21,7 @@ RESULTS_MIME = "application/vnd.series.results+json"
 RESULTS_CELL_ID = "series-results"
 # Only IPython and json, not helpers: the results are kept exact, in JSON's own types (dict keys become strings).
 RECORD = Template(
-    """# @title Record this notebook's key numbers (added where the series runs headless, for its report)
+    """# @title Record this notebook's key numbers (added where the series runs headless, for metrics.json)
 def _record_results(results):
     import json
 
