@@ -17,7 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import helpers
 import helpers_exercises
-from helpers_exercises import ____
+
+____ = ...  # the blank, as every set-up cell defines it
 
 UNANSWERED = "Your turn: fill in the ____ above with your answer, then run this cell"
 MODULE = Path(helpers_exercises.__file__)
@@ -216,8 +217,7 @@ def demo(tmp_path_factory):
 def fake_train_on_device(make_model, phases, size=128, data=None):
     """05's train_on_device without the training: a val_acc that grows with the parameters and the rate."""
     ((epochs, lr),) = phases
-    if (network := make_model()) is ____:  # as 05's: an exercise's make_deeper not filled in yet
-        return ____
+    network = make_model()
     acc = 0.8 + sum(p.numel() for p in network.parameters()) / 1e7 + lr / 10 - size / 10_000
     return [{"val_acc": acc, "epoch_s": size / 1000} for _ in range(epochs)]
 
@@ -1001,6 +1001,12 @@ def test_11_another_right_answer(capsys):
     namespace = {"results": {"float16": 0.97, "float32": 0.9691}, "exercise_dtype": torch.float16}
     namespace["scaler"] = torch.amp.GradScaler("cpu")
     correct("11_gpu_speed", 1, namespace, capsys, "float32 0.9691, float16 0.9700: 0.09 points apart")
+
+
+def test_11_a_scaler_whose_enabled_is_still_blank_asks_for_the_answer(capsys):
+    """The cell as given makes its scaler with enabled=____: the check asks for the answer, with no verdict."""
+    namespace = RIGHT[("11_gpu_speed", 1)]() | {"scaler": torch.amp.GradScaler("cpu", enabled=____)}
+    assert checked("11_gpu_speed", 1, namespace, capsys) == (False, UNANSWERED)
 
 
 def test_11_the_worked_solution_passes(capsys):

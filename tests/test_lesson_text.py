@@ -199,13 +199,13 @@ DECISIONS = {
     ("04_device_transfer", 2): 1,
     ("05_training", 1): 1,  # the run for each (size, lr)
     ("05_training", 2): 1,  # the run for each hidden size
-    ("05_training", 3): 1,  # the model
+    ("05_training", 3): 2,  # the model, its training
     ("06_plots", 1): 2,  # the schedule, the test accuracy
     ("07_error_analysis", 1): 3,  # the sure images, their count, the right ones
     ("08_checkpoints", 1): 3,  # the epochs, the load, the score
     ("09_cpu_vs_gpu", 1): 1,  # each model's time on each device
     ("10_many_gpus", 1): 3,  # the script's text, its run, the difference
-    ("11_gpu_speed", 1): 3,  # the scaler, the schedule, the accuracy
+    ("11_gpu_speed", 1): 2,  # whether the scaler scales, the accuracy
 }
 
 
