@@ -241,9 +241,9 @@ def answer(namespace: dict, name: str) -> Any:
 
 
 def _holds_placeholder(value: Any) -> bool:
-    """Whether `value` is, or holds, a blank: the set-up cell's `____ = ...`, Python's Ellipsis."""
+    """Whether `value` is, or holds, a blank: the set-up cell's `____ = ()`, an empty tuple."""
     inside = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-    return value is ... or any(_holds_placeholder(v) for v in inside)
+    return (isinstance(value, tuple) and not value) or any(_holds_placeholder(v) for v in inside)
 
 
 def _kind(value: Any) -> str:
@@ -915,8 +915,8 @@ def _check_set_epoch(namespace: dict) -> Said:
 
 
 @exercise("11_gpu_speed",
-          nudge="scaler = torch.amp.GradScaler(DEVICE.type, enabled=dtype == torch.float16); then "
-          "results[name] = accuracy(model, test)",
+          nudge="scaler = torch.amp.GradScaler(DEVICE.type, enabled=dtype == torch.float16); the phases: "
+          "for lr in (0.5, 0.1); then results[name] = accuracy(model, test)",
           idea="float16 alone needs loss scaling; bfloat16 keeps float32's range, so its scaler is disabled, a no-op "
           "that lets one step serve every precision. The same schedule with and without autocast ends a fraction of a "
           "point apart, no more than a change of seed moves it (notebook 06)")  # fmt: skip
@@ -924,8 +924,6 @@ def _check_mixed_precision(namespace: dict) -> Said:
     import torch
 
     scaler, dtype = answer(namespace, "scaler"), need(namespace, "exercise_dtype")
-    if isinstance(scaler, torch.amp.GradScaler) and scaler.is_enabled() is ...:  # enabled=____, not filled in yet
-        raise Unanswered("scaler")
     wrong(not isinstance(scaler, torch.amp.GradScaler), "scaler is a {kind}; make it with "
           "torch.amp.GradScaler(DEVICE.type, enabled=...)", kind=_kind(scaler))  # fmt: skip
     amp = str(dtype).removeprefix("torch.")

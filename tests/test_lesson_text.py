@@ -205,7 +205,7 @@ DECISIONS = {
     ("08_checkpoints", 1): 3,  # the epochs, the load, the score
     ("09_cpu_vs_gpu", 1): 1,  # each model's time on each device
     ("10_many_gpus", 1): 3,  # the script's text, its run, the difference
-    ("11_gpu_speed", 1): 2,  # whether the scaler scales, the accuracy
+    ("11_gpu_speed", 1): 3,  # the scaler, the schedule, the accuracy
 }
 
 

@@ -49,7 +49,8 @@ def setup_source(stem: str, version: str = VERSION) -> str:
     parts = ["gets the code", "checks your settings"]
     parts += ["prepares the data"] * ("DATA" in spec.returns) + ["picks the device"] * ("DEVICE" in spec.returns)
     what = ", ".join(parts)
-    blank = "____ = ...  # the blank you fill in, in each exercise\n" if "exercises" in spec.returns else ""
+    blank = "____ = ()  # the blank you fill in, in each exercise (a loop over it runs no step)\n"
+    blank = blank if "exercises" in spec.returns else ""
     return Template(SETUP).substitute(
         what=what, github=GITHUB, version=version, blank=blank, names=series_setup.setup_names(stem), stem=stem
     )
