@@ -65,13 +65,17 @@ def _problems(items, notebooks) -> list[str]:
     return problems
 
 
+def _cell(stem: str, cell_id: str) -> str:
+    return next(cell.source for cell in NOTEBOOKS[stem].cells if cell.id == cell_id)
+
+
 def _intro(stem: str) -> str:
     return next(cell.source for cell in NOTEBOOKS[stem].cells if cell.id.endswith("-intro"))
 
 
 def test_every_difference_from_the_lesson_is_named_where_the_learner_meets_it():
-    items = _differences(_intro("02_data_loading").split("Where the series differs from the lesson.", 1)[1])
-    assert len(items) >= 7, "the data's folder, the device, a seed, the loaders, imports, the recaps, Jovian"
+    items = _differences(_cell("02_data_loading", "c02-differences"))
+    assert len(items) >= 9, "folder, device, seed, loaders, imports, plot settings, recaps, Jovian, %%time"
     assert _problems(items, NOTEBOOKS) == []
     named = {cell for _, cells, _ in items for cell in cells}
     recaps = {cell.id for nb in NOTEBOOKS.values() for cell in pages.tagged(nb, "recap")}
@@ -87,7 +91,7 @@ def test_every_difference_from_the_lesson_is_named_where_the_learner_meets_it():
 def test_the_readme_lists_the_same_differences():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## The original lesson", 1)[1].split("\n## ", 1)[0]
-    in_02 = _differences(_intro("02_data_loading").split("Where the series differs from the lesson.", 1)[1])
+    in_02 = _differences(_cell("02_data_loading", "c02-differences"))
     assert _differences(section.split("**Credits.**")[0]) == in_02
 
 
