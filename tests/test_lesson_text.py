@@ -3,6 +3,7 @@ learner meets it and listed in 02 and the README; short sentences in 01-06; term
 exercise cells with one blank per decision and no stored verdict that reads as a failure; 07-11 introducing what
 they take from the Going further sections; and the Chinese edition's 即 kept from standing in for every colon."""
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -229,6 +230,14 @@ def test_an_exercise_cell_has_one_blank_per_decision(key):
     for line in source.splitlines():
         if "____" in line:
             assert "  # " in line.split("____", 1)[1] or line.count("____") > 1, f"say what goes there: {line}"
+
+
+def test_06_exercise_names_its_first_phase_in_whole_epochs():
+    """'The first half' of exercise_epochs invites exercise_epochs / 2, a float fit refuses: the text says how many."""
+    nb = NOTEBOOKS["06_plots"]
+    total = pages.settings(nb)["exercise_epochs"]
+    (text,) = [c.source for c in nb.cells if c.cell_type == "markdown" and "`exercise_epochs` epochs in" in c.source]
+    assert f"`exercise_epochs = {total}`, the first {math.ceil(total / 2)} epochs" in text
 
 
 def test_every_exercise_is_in_the_table():
