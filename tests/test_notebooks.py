@@ -682,3 +682,21 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
         words = shlex.split(command)
         assert str(place / "data") in words and words[-1].endswith(".pt"), words
     assert shell.user_ns["short_difference"] == 0.0
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + translated_paths(), ids=lambda p: p.relative_to(p.parents[1]).as_posix())
+def test_no_output_shows_the_set_ups_plumbing(path):
+    """What a page shows: the set-up's one line about the device, no download commands, no line indented by a stray
+    blank before its sentence."""
+    nb = nbformat.read(path, as_version=4)
+    (setup,) = pages.tagged(nb, "setup")
+    assert [line for line in _text(setup).splitlines() if line.strip()] == [_text(setup).strip()], "one line"
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        text = _text(cell)
+        assert "PyPI" not in text and "pip download" not in text, cell.id
+        assert not re.search(r"(?m)^ +[A-Z][a-z]+ [a-z]+ [a-z]+", text), f"{cell.id}: a sentence after leading blanks"
+
+
+def _text(cell) -> str:
+    """The text a code cell printed: its streams and its plain-text results."""
+    return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))
