@@ -34,22 +34,6 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-
-class Placeholder:
-    """`____`: what an exercise cell holds until the learner writes an answer.
-
-    A loop over it runs no step (`for epochs, lr in ____:`), so a cell whose blanks are not filled in yet still runs
-    to its check, which then asks for the answer."""
-
-    def __repr__(self) -> str:
-        return "____"
-
-    def __iter__(self):
-        return iter(())
-
-
-____ = Placeholder()
-
 LANGUAGES = ("en", "zh")
 EDITIONS = Path(__file__).resolve().parent / "notebooks"  # the English notebooks; <lang>/exercises.md: the messages
 LABELS = {
@@ -257,8 +241,9 @@ def answer(namespace: dict, name: str) -> Any:
 
 
 def _holds_placeholder(value: Any) -> bool:
+    """Whether `value` is, or holds, a blank: the set-up cell's `____ = ()`, an empty tuple."""
     inside = value.values() if isinstance(value, dict) else value if isinstance(value, (list, tuple)) else ()
-    return isinstance(value, Placeholder) or any(_holds_placeholder(v) for v in inside)
+    return (isinstance(value, tuple) and not value) or any(_holds_placeholder(v) for v in inside)
 
 
 def _kind(value: Any) -> str:

@@ -29,7 +29,6 @@ from typing import Any, NamedTuple
 import helpers
 import helpers_data
 import helpers_exercises
-from helpers_exercises import ____  # noqa: F401  (the blank each exercise asks the learner to fill in)
 
 DISTRIBUTION = "pytorch-gpu-mnist"
 HERE = Path(__file__).resolve().parent
@@ -182,7 +181,6 @@ class Notebook(NamedTuple):
     checkpoint: str = "runs/lesson.ckpt"  # where CHECKPOINT is unless the setting `checkpoint` says otherwise
     saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
     work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
-    describe: bool = True  # print the line about the device this run computes on
     runs_in: str = ""  # WORK's subfolder of the runs it resumes: refused while another live kernel holds it
 
 
@@ -256,7 +254,6 @@ NOTEBOOKS = {
         },
         ("DATA", "WORK", "exercises"),
         work="runs/many_gpus",
-        describe=False,  # the notebook chooses its devices (every GPU, or processes on the CPU) and says so
     ),
     "11_gpu_speed": Notebook(
         WITH_DATA
@@ -422,8 +419,7 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
         made["WORK"].mkdir(parents=True, exist_ok=True)
         if spec.runs_in:
             claim(made["WORK"] / spec.runs_in, notebook)
-    if spec.describe:
-        print(helpers.describe_run(device))
+    print(helpers.describe_run(device))
     if "exercises" in spec.returns:
         made["exercises"] = tuple(helpers_exercises.exercises(notebook, namespace, lang))
     returned = tuple(made[name] for name in spec.returns)

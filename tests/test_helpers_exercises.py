@@ -17,7 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 import helpers
 import helpers_exercises
-from helpers_exercises import ____
+
+____ = ()  # the blank, as every set-up cell defines it
 
 UNANSWERED = "Your turn: fill in the ____ above with your answer, then run this cell"
 MODULE = Path(helpers_exercises.__file__)
@@ -216,8 +217,7 @@ def demo(tmp_path_factory):
 def fake_train_on_device(make_model, phases, size=128, data=None):
     """05's train_on_device without the training: a val_acc that grows with the parameters and the rate."""
     ((epochs, lr),) = phases
-    if (network := make_model()) is ____:  # as 05's: an exercise's make_deeper not filled in yet
-        return ____
+    network = make_model()
     acc = 0.8 + sum(p.numel() for p in network.parameters()) / 1e7 + lr / 10 - size / 10_000
     return [{"val_acc": acc, "epoch_s": size / 1000} for _ in range(epochs)]
 

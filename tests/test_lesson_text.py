@@ -3,6 +3,7 @@ learner meets it and listed in 02 and the README; short sentences in 01-06; term
 exercise cells with one blank per decision and no stored verdict that reads as a failure; 07-11 introducing what
 they take from the Going further sections; and the Chinese edition's 即 kept from standing in for every colon."""
 
+import math
 import re
 import sys
 from pathlib import Path
@@ -65,13 +66,17 @@ def _problems(items, notebooks) -> list[str]:
     return problems
 
 
+def _cell(stem: str, cell_id: str) -> str:
+    return next(cell.source for cell in NOTEBOOKS[stem].cells if cell.id == cell_id)
+
+
 def _intro(stem: str) -> str:
     return next(cell.source for cell in NOTEBOOKS[stem].cells if cell.id.endswith("-intro"))
 
 
 def test_every_difference_from_the_lesson_is_named_where_the_learner_meets_it():
-    items = _differences(_intro("02_data_loading").split("Where the series differs from the lesson.", 1)[1])
-    assert len(items) >= 7, "the data's folder, the device, a seed, the loaders, imports, the recaps, Jovian"
+    items = _differences(_cell("02_data_loading", "c02-differences"))
+    assert len(items) >= 9, "folder, device, seed, loaders, imports, plot settings, recaps, Jovian, %%time"
     assert _problems(items, NOTEBOOKS) == []
     named = {cell for _, cells, _ in items for cell in cells}
     recaps = {cell.id for nb in NOTEBOOKS.values() for cell in pages.tagged(nb, "recap")}
@@ -87,7 +92,7 @@ def test_every_difference_from_the_lesson_is_named_where_the_learner_meets_it():
 def test_the_readme_lists_the_same_differences():
     readme = (REPO / "README.md").read_text(encoding="utf-8")
     section = readme.split("## The original lesson", 1)[1].split("\n## ", 1)[0]
-    in_02 = _differences(_intro("02_data_loading").split("Where the series differs from the lesson.", 1)[1])
+    in_02 = _differences(_cell("02_data_loading", "c02-differences"))
     assert _differences(section.split("**Credits.**")[0]) == in_02
 
 
@@ -199,7 +204,7 @@ DECISIONS = {
     ("04_device_transfer", 2): 1,
     ("05_training", 1): 1,  # the run for each (size, lr)
     ("05_training", 2): 1,  # the run for each hidden size
-    ("05_training", 3): 1,  # the model
+    ("05_training", 3): 2,  # the model, its training
     ("06_plots", 1): 2,  # the schedule, the test accuracy
     ("07_error_analysis", 1): 3,  # the sure images, their count, the right ones
     ("08_checkpoints", 1): 3,  # the epochs, the load, the score
@@ -225,6 +230,14 @@ def test_an_exercise_cell_has_one_blank_per_decision(key):
     for line in source.splitlines():
         if "____" in line:
             assert "  # " in line.split("____", 1)[1] or line.count("____") > 1, f"say what goes there: {line}"
+
+
+def test_06_exercise_names_its_first_phase_in_whole_epochs():
+    """'The first half' of exercise_epochs invites exercise_epochs / 2, a float fit refuses: the text says how many."""
+    nb = NOTEBOOKS["06_plots"]
+    total = pages.settings(nb)["exercise_epochs"]
+    (text,) = [c.source for c in nb.cells if c.cell_type == "markdown" and "`exercise_epochs` epochs in" in c.source]
+    assert f"`exercise_epochs = {total}`, the first {math.ceil(total / 2)} epochs" in text
 
 
 def test_every_exercise_is_in_the_table():

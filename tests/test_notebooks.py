@@ -59,11 +59,14 @@ def code_lines(source: str) -> list[str]:
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_structure(path):
-    """The title, the settings cell, a set-up cell read at a glance, then the lesson's text: nothing else first."""
+    """The title, an opening that teaches, the settings cell, a set-up cell read at a glance, then the lesson's text."""
     nb = nbformat.read(path, as_version=4)
-    title, settings, setup, text = nb.cells[:4]
+    title, opening, settings, setup, text = nb.cells[:5]
     lines = title.source.splitlines()
     assert title.cell_type == "markdown" and lines[0].startswith("# ") and lines[1:] == [pages.badge(path.name)]
+    *teaching, skip = opening.source.split("\n\n")
+    assert opening.cell_type == "markdown" and len(re.findall(r"[.:] [A-Z]", " ".join(teaching))) >= 1, "2+ sentences"
+    assert "settings" in skip and "set-up" in skip and "GitHub" in skip, "then: the two cells below, skippable"
     assert "BADGE" not in title.source
     assert pages.tagged(nb, "parameters") == [settings], "papermill's settings cell, the first code cell"
     assert settings.source.startswith('# @title Settings { display-mode: "form" }\n'), "a Colab form"
@@ -72,7 +75,6 @@ def test_notebook_structure(path):
         above = settings.source.splitlines()[settings.source.splitlines().index(line) - 1]
         assert above.startswith("# @markdown ") and len(above) > len("# @markdown ") + 10, f"no words for {line}"
     assert pages.tagged(nb, "setup") == [setup] and setup.source == pages.setup_source(path.stem), "as stamped"
-    assert len(code_lines(setup.source)) <= 8 and "exec(" not in setup.source, "read at a glance"
     for cell in (settings, setup):
         assert cell.metadata["cellView"] == "form" and cell.metadata["jupyter"]["source_hidden"], "folded"
     assert text.cell_type == "markdown" and "**What to expect.**" in text.source, "then the lesson's text"
@@ -94,7 +96,7 @@ ADVANCED = [p for p in NOTEBOOKS if p.stem >= "07"]
 
 @pytest.mark.parametrize("path", ADVANCED, ids=[p.stem for p in ADVANCED])
 def test_07_to_11_say_at_the_top_that_they_are_optional_and_what_they_assume(path):
-    text = nbformat.read(path, as_version=4).cells[3].source
+    text = nbformat.read(path, as_version=4).cells[4].source
     assert text.startswith("**Optional, beyond the lesson.**") and "assumes notebook" in text.split("\n\n")[0]
 
 
@@ -680,3 +682,21 @@ def test_10_torchrun_cell_passes_paths_with_spaces_whole(tmp_path, monkeypatch):
         words = shlex.split(command)
         assert str(place / "data") in words and words[-1].endswith(".pt"), words
     assert shell.user_ns["short_difference"] == 0.0
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS + translated_paths(), ids=lambda p: p.relative_to(p.parents[1]).as_posix())
+def test_no_output_shows_the_set_ups_plumbing(path):
+    """What a page shows: the set-up's one line about the device, no download commands, no line indented by a stray
+    blank before its sentence."""
+    nb = nbformat.read(path, as_version=4)
+    (setup,) = pages.tagged(nb, "setup")
+    assert [line for line in _text(setup).splitlines() if line.strip()] == [_text(setup).strip()], "one line"
+    for cell in (c for c in nb.cells if c.cell_type == "code"):
+        text = _text(cell)
+        assert "PyPI" not in text and "pip download" not in text, cell.id
+        assert not re.search(r"(?m)^ +[A-Z][a-z]+ [a-z]+ [a-z]+", text), f"{cell.id}: a sentence after leading blanks"
+
+
+def _text(cell) -> str:
+    """The text a code cell printed: its streams and its plain-text results."""
+    return "".join(o.get("text", "") or o.get("data", {}).get("text/plain", "") for o in cell.get("outputs", []))

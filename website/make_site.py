@@ -226,6 +226,8 @@ def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
         target = match["target"]
         if target == BADGE_URL:
             return f"{match['open']}{BADGE})"
+        if target.startswith(DOCUMENTATION) and target.endswith(".html"):  # a page of the site: here, its notebook
+            return f"{match['open']}{target.removeprefix(DOCUMENTATION).removesuffix('.html')}.ipynb)"
         if re.match(r"[a-z]+:|#", target):
             return match[0]
         path, _, anchor = target.partition("#")
@@ -511,7 +513,7 @@ def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
     the site's table of contents, and anchors from the English README's headings (in the same order)."""
     text = edition.readme.read_text(encoding="utf-8")
     text = re.sub(r"^(English|\[English\]).*(简体中文).*\n", "", text, count=1, flags=re.MULTILINE)  # the switch
-    text = "\n\n".join(p for p in text.split("\n\n") if DOCUMENTATION.rstrip("/") not in p)  # "read it online"
+    text = "\n\n".join(p for p in text.split("\n\n") if f"<{DOCUMENTATION}" not in p)  # "read it online"
     sections = learners_sections(text, edition.dropped)
     if edition.lang == "zh":
         sections = [(lv, h, _zh_table(body) if "| # |" in body else body) for lv, h, body in sections]

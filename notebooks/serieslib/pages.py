@@ -36,9 +36,9 @@ if importlib.util.find_spec("series_setup") is None:  # missing here (Colab, Kag
         %pip install --quiet --no-deps git+https://github.com/$github@v$version
     importlib.import_module("pytorch_gpu_mnist")  # the series' modules, on Python's path after your own
 import helpers  # No module named 'helpers'? Colab, Kaggle: turn internet on. In a clone: %pip install -e ..
-from series_setup import $imports
+from series_setup import start
 
-$names = start("$stem", globals(), version="$version")"""
+$blank$names = start("$stem", globals(), version="$version")"""
 
 
 def setup_source(stem: str, version: str = VERSION) -> str:
@@ -49,9 +49,10 @@ def setup_source(stem: str, version: str = VERSION) -> str:
     parts = ["gets the code", "checks your settings"]
     parts += ["prepares the data"] * ("DATA" in spec.returns) + ["picks the device"] * ("DEVICE" in spec.returns)
     what = ", ".join(parts)
-    imports = "____, start  # ____: the blank you fill in, in each exercise" if "exercises" in spec.returns else "start"
+    blank = "____ = ()  # the blank you fill in, in each exercise (a loop over it runs no step)\n"
+    blank = blank if "exercises" in spec.returns else ""
     return Template(SETUP).substitute(
-        what=what, github=GITHUB, version=version, imports=imports, names=series_setup.setup_names(stem), stem=stem
+        what=what, github=GITHUB, version=version, blank=blank, names=series_setup.setup_names(stem), stem=stem
     )
 
 
