@@ -38,7 +38,7 @@ def _pair(path):
 
 def test_every_notebook_has_a_chinese_edition():
     assert [p.name for p in translated_paths("zh")] == [p.name for p in ENGLISH]
-    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md", "exercises.md"]
+    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md", "messages.md"]
     assert sorted(p.name for p in ZH.glob("*.md")) == sorted(expected)
 
 
@@ -326,7 +326,7 @@ def test_translations_use_the_glossary():
     for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
         assert term in dict(glossary), f"the glossary lacks {term}"
     files = [translation.translation_file(p.name) for p in ENGLISH] + [translation.comments_file("zh")]
-    files.append(ZH / "exercises.md")  # the exercises' messages
+    files.append(ZH / "messages.md")  # the modules' messages
     readme = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[0]
     text = "\n".join([readme, *(file.read_text(encoding="utf-8") for file in files)])
     for term, avoid in glossary:
