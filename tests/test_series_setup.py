@@ -458,6 +458,6 @@ def test_a_chinese_start_names_an_unknown_setting_in_chinese(no_work):
 def test_a_chinese_start_says_its_run_line_in_chinese(no_work, capsys):
     series_setup.start("03_model", settings_of("03_model") | {"device": "cpu"}, lang="zh")
     said = capsys.readouterr().out
-    assert said.startswith("本次运行在 cpu（") and "PyTorch 版本为" in said and "This run" not in said, said
+    assert said.startswith("本次运行使用的设备是 cpu（") and "PyTorch 版本为" in said and "This run" not in said, said
     series_setup.start("03_model", settings_of("03_model") | {"device": "cpu"})
     assert capsys.readouterr().out.startswith("This run computes on cpu: "), "English stays as it was"

@@ -570,7 +570,7 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
         output["data"]["text/plain"]
         for cell in nbformat.read(ZH / path.name, as_version=4).cells
         for output in cell.get("outputs", [])
-        if "helpers_exercises" in output.get("metadata", {})
+        if "helpers_exercises" in output.get("metadata", {}) and "setup" not in cell.metadata.get("tags", [])
     ]
     assert lines or path.stem == "01_gpu_runtime"  # 02-11 have exercises
     for line in lines:
@@ -592,3 +592,12 @@ def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
     assert injected.source == '# Parameters\ndevice = "cpu"\n', "papermill's cell, as papermill wrote it"
     settings = pages.settings_cell(chinese)
     assert CJK.search(settings.source.splitlines()[0]) and CJK.search(settings.source.splitlines()[1])
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_the_chinese_set_up_says_its_run_line_in_chinese(path):
+    """The set-up's one line (the device) is the Chinese one start() showed beside the English."""
+    (setup,) = [c for c in nbformat.read(ZH / path.name, as_version=4).cells if "setup" in c.metadata.get("tags", [])]
+    said = [output.get("text") or output["data"]["text/plain"] for output in setup.outputs]
+    assert all(line.startswith("本次运行使用的设备是 ") for line in said), said
+    assert said or path.stem == "10_many_gpus", "every set-up but 10's prints its line"
