@@ -130,6 +130,17 @@ def speaking(start: Callable) -> Callable:
     return wrapper
 
 
+class Joined(Said):
+    """Items a message lists, joined as its language writes a list: ", " in English, "，" in Chinese."""
+
+    def __init__(self, items: Any):
+        super().__init__("")
+        self.items = list(items)
+
+    def __call__(self, lang: str = "en") -> str:
+        return ("，" if lang == "zh" else ", ").join(self.items)
+
+
 class Shown:
     """A value as a message shows it: its text, whatever format or index the template asks of it."""
 
@@ -444,7 +455,7 @@ BATCHES = Table(
           idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
           "drawing the images at each size")  # fmt: skip
 def _check_batch_counts(namespace: dict) -> Said:
-    listed = ", ".join(f"{size} → ({n}, {last})" for size, (n, last) in BATCHES(namespace)[0].items())
+    listed = Joined(f"{size} → ({n}, {last})" for size, (n, last) in BATCHES(namespace)[0].items())
     return Said("{listed}. Bigger batches: fewer, larger steps per epoch", listed=listed)
 
 
@@ -494,7 +505,7 @@ PARAMETERS = Table(
           "nn.Linear(a, b) has a × b weights and b biases",
           idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10")  # fmt: skip
 def _check_parameter_counts(namespace: dict) -> Said:
-    listed = ", ".join(f"{h} → {n:,}" for h, n in PARAMETERS(namespace)[0].items())
+    listed = Joined(f"{h} → {n:,}" for h, n in PARAMETERS(namespace)[0].items())
     return Said("{listed}; at every size about 99% of them are in the first layer, 784 × h weights", listed=listed)
 
 
@@ -748,12 +759,12 @@ def _check_hidden_sizes(namespace: dict) -> Said:
     wrong(len(set(accs.values())) == 1, "every hidden size scored {acc:.4f}, as if all were one model: build each "
           "with its own size, helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
     per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(accs, list(accs)[1:])]
-    listed = ", ".join(f"{h} → {a:.4f}" for h, a in accs.items())
+    listed = Joined(f"{h} → {a:.4f}" for h, a in accs.items())
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
         return Said("{listed}; each doubling gains less than the one before", listed=listed)
     return Said("{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
                 "within what another seed changes (notebook 06)", listed=listed,
-                gains=", ".join(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
+                gains=Joined(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
 
 
 @exercise("05_training",

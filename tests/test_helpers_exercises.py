@@ -1214,3 +1214,10 @@ def test_07_a_scratch_cell_that_reuses_predictions_is_named_with_the_cell_to_run
     answered = {0.5: (1, 1), 0.9: (1, 1), 0.99: (1, 1)}
     says = ("predictions is no longer what helpers.predict_loader returned", "predictions = helpers.predict_loader")
     not_yet("07_error_analysis", 1, {"predictions": reused, "answered": answered}, capsys, *says)
+
+
+def test_a_listed_field_is_joined_as_each_language_writes_a_list():
+    said = helpers_exercises.Said("{listed}. Bigger batches: fewer, larger steps per epoch",
+                                  listed=helpers_exercises.Joined(["32 → (1563, 32)", "128 → (391, 32)"]))  # fmt: skip
+    assert said().startswith("32 → (1563, 32), 128 → (391, 32). Bigger")
+    assert said("zh").startswith("32 → (1563, 32)，128 → (391, 32)。")
