@@ -54,9 +54,12 @@ def test_the_committed_chinese_notebooks_are_what_translate_builds():
 
 
 def _code_without_comments(source: str) -> list[tuple[int, str]]:
-    """The tokens of `source` a computer reads: everything but the comments, and where each is."""
+    """The tokens of `source` a computer reads: everything but the comments and docstrings, and where each is."""
+    cell = nbformat.v4.new_code_cell(source)
+    docstrings = {t.start for t in translation._reader_comments(cell) if t.type == tokenize.STRING}
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    return [(t.start[0], t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    return [(t.start[0], t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)
+            and t.start not in docstrings]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
@@ -456,7 +459,12 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "# Exercise 1: three sizes\n"
         "    # warm-up\n"
         "# q1.hint()\n"
-        "x = 1  # hidden layer"
+        "x = 1  # hidden layer\n"
+        "class Loader:\n"
+        '    """Number of batches"""\n'
+        "    def size(self):  # one line\n"
+        "        'Its size'\n"
+        "        return 'not a docstring'"
     )
     cell = nbformat.v4.new_code_cell(source)
     assert translation.code_comments(cell) == [
@@ -465,6 +473,9 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "Exercise 1: three sizes",
         "warm-up",
         "hidden layer",
+        "Number of batches",
+        "one line",
+        "Its size",
     ]
     comments = {
         "@title Solution 1: batch sizes": "@title 答案 1：批量大小",
@@ -472,6 +483,9 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "Exercise 1: three sizes": "练习 1：三种大小",
         "warm-up": "预热",
         "hidden layer": "隐藏层",
+        "Number of batches": "批量的个数",
+        "one line": "一行",
+        "Its size": "它的大小",
     }
     translation.localize_code(cell, "zh", comments)
     assert cell.source == (
@@ -480,15 +494,20 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "# 练习 1：三种大小\n"
         "    # 预热\n"
         "# q1.hint()\n"
-        "x = 1  # 隐藏层"
+        "x = 1  # 隐藏层\n"
+        "class Loader:\n"
+        '    """批量的个数"""\n'
+        "    def size(self):  # 一行\n"
+        "        '它的大小'\n"
+        "        return 'not a docstring'"
     )
     setup = nbformat.v4.new_code_cell("import os  # the set-up cell", metadata={"tags": ["setup"]})
     metrics = nbformat.v4.new_code_cell("# @title Record the metrics\n", metadata={"tags": ["metrics"]})
     assert translation.code_comments(setup) == ["the set-up cell"]  # the reader's: its title shows when folded
     assert translation.code_comments(metrics) == []  # machinery a run adds
     missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
-    assert len(missing) == 5
-    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in missing[4]
+    assert len(missing) == 8
+    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in "\n".join(missing)
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1  # hidden layer")])
     (unused,) = translation.unused_comments([notebook], {"hidden layer": "隐藏层", "output layer": "输出层"})
     assert "no code comment reads 'output layer' any more: remove its row" in unused
