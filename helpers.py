@@ -103,7 +103,7 @@ def available_devices() -> list[str]:
     return ["cpu"] + [f"{accelerator.type}:{i}" for i in range(accelerator_count())]
 
 
-def _check_device(device: torch.device, source: str = "") -> torch.device:
+def _check_device(device: torch.device, source: str | Said = "") -> torch.device:
     """Return `device` if it exists on this machine, else raise ValueError naming what does (and where it came from)."""
     if device.type == "cpu":
         return device
@@ -111,14 +111,14 @@ def _check_device(device: torch.device, source: str = "") -> torch.device:
     same_type = accelerator is not None and device.type == accelerator.type
     if same_type and (device.index is None or device.index < accelerator_count()):
         return device
-    raise ValueError(
-        f"Device {str(device)!r}{source} is not available on this machine; available: "
-        f"{', '.join(available_devices())}. In Colab choose Runtime > Change runtime type > GPU, or ask for one of "
-        "the available devices."
-    )
+    raise ValueError(Said(
+        "Device {device!r}{source} is not available on this machine; available: {available}. In Colab choose "
+        "Runtime > Change runtime type > GPU, or ask for one of the available devices.",
+        device=str(device), source=source, available=", ".join(available_devices())
+    ))  # fmt: skip
 
 
-def as_device(device: str | torch.device, source: str = "") -> torch.device:
+def as_device(device: str | torch.device, source: str | Said = "") -> torch.device:
     """`device` as a torch.device that exists here (notebook 01); a ValueError that says what to ask for instead."""
     if isinstance(device, torch.Tensor):
         raise TypeError(
@@ -128,10 +128,10 @@ def as_device(device: str | torch.device, source: str = "") -> torch.device:
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(
-            f"{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
-            f"(available here: {', '.join(available_devices())})"
-        ) from None
+        raise ValueError(Said(
+            "{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' (available here: "
+            "{available})", device=device, source=source, available=", ".join(available_devices())
+        )) from None  # fmt: skip
     return _check_device(parsed, source)
 
 

@@ -100,7 +100,8 @@ class Said:
         self.template, self.fields = template, fields
 
     def __call__(self, lang: str = "en") -> str:
-        text = self.template if lang == "en" else catalogue(lang).get(self.template, self.template)
+        text = self.template if lang == "en" else catalogue(lang).get(self.template.strip(), self.template)  # a row
+        # is stripped: " (the setting device)", which follows a name in English, has no blank before it in Chinese
         if not self.fields:
             return text
         fields = {name: v(lang) if isinstance(v, Said) else _printable(v) for name, v in self.fields.items()}

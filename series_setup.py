@@ -152,7 +152,7 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
                 )
             )
     if "device" in accepts and namespace.get("device") not in (None, AUTO):
-        helpers.as_device(namespace["device"], " (the setting device)")
+        helpers.as_device(namespace["device"], Said(" (the setting device)"))
 
 
 def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:

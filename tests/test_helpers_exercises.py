@@ -1117,7 +1117,7 @@ def _templates() -> list[str]:
             texts += [v.elts[0] for v in value.values] if target == "LABELS" else []
             texts += [row.elts[2] for row in value.elts] if target == "DICT_ERRORS" else []
     assert not [t for t in texts if isinstance(t, ast.JoinedStr)], "a template, not an f-string: the catalogue's key"
-    return list(dict.fromkeys(t.value for t in texts if isinstance(t, ast.Constant)))  # not the names passed on
+    return list(dict.fromkeys(t.value.strip() for t in texts if isinstance(t, ast.Constant)))  # as a row: stripped
 
 
 def _fields(template: str) -> list[str]:

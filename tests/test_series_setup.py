@@ -461,3 +461,9 @@ def test_a_chinese_start_says_its_run_line_in_chinese(no_work, capsys):
     assert said.startswith("本次运行使用的设备是 cpu（") and "PyTorch 版本为" in said and "This run" not in said, said
     series_setup.start("03_model", settings_of("03_model") | {"device": "cpu"})
     assert capsys.readouterr().out.startswith("This run computes on cpu: "), "English stays as it was"
+
+
+def test_a_chinese_start_refuses_a_device_that_is_not_here_in_chinese(no_work):
+    namespace = settings_of("03_model") | {"device": "cuda:7"}
+    with pytest.raises(ValueError, match=r"^设备 'cuda:7'（设置项 device）在这台机器上不可用，可用的有 "):
+        series_setup.start("03_model", namespace, lang="zh")
