@@ -21,7 +21,7 @@ from helpers_exercises import ____
 
 UNANSWERED = "Your turn: fill in the ____ above with your answer, then run this cell"
 MODULE = Path(helpers_exercises.__file__)
-SPEAKING = [MODULE, MODULE.with_name("series_setup.py"), MODULE.with_name("helpers.py")]  # the modules that use Said
+SPEAKING = [MODULE, *(MODULE.with_name(f"{name}.py") for name in ("series_setup", "helpers", "helpers_data"))]
 
 
 def checked(notebook, number, namespace, capsys, lang="en"):
