@@ -444,7 +444,7 @@ def test_a_chinese_start_refuses_a_bad_setting_in_chinese(no_work):
         series_setup.start("05_training", namespace, lang="zh")
     assert str(refused.value) == (
         "设置项 exercise_limit 必须是一个不小于 1、不大于 50,000 的整数，或者 None，而它是 60000。请在笔记本顶部的"
-        "设置项单元格中修改它（无界面运行时也可以传入别的值，写法是 -p exercise_limit VALUE）"
+        "设置项单元格中修改它；无界面运行时也可以传入别的值，写法是 -p exercise_limit VALUE"
     )
     assert no_work == [], "refused before any work, as in English"
 
