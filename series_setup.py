@@ -105,34 +105,22 @@ IMAGES = count_setting(1, 50_000, none=True)  # a number of training images: the
 def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     """Check each setting in `namespace` against what it accepts; a ValueError names the first wrong one."""
     if accepts and not any(name in namespace for name in accepts):
-        raise ValueError(
-            Said(
-                "none of this notebook's settings ({names}) is defined: the settings cell, the first code "
-                "cell, did not run (or was deleted). Run the notebook from the top; a notebook of the series that you "
-                "saved elsewhere has it, as has the series' own copy",
-                names=", ".join(accepts),
-            )
-        )
+        raise ValueError(Said(
+            "none of this notebook's settings ({names}) is defined: the settings cell, the first code "
+            "cell, did not run (or was deleted). Run the notebook from the top; a notebook of the series that you "
+            "saved elsewhere has it, as has the series' own copy", names=", ".join(accepts)))  # fmt: skip
     for name, (words, ok) in accepts.items():
         if name not in namespace:
-            raise ValueError(
-                Said(
-                    "the setting {name} is not defined: its line in the settings cell at the top is missing "
-                    "(deleted or commented out). Put it back, `{name} = ...` with the value you want, then run the "
-                    "notebook from the top",
-                    name=name,
-                )
-            )
+            raise ValueError(Said(
+                "the setting {name} is not defined: its line in the settings cell at the top is missing "
+                "(deleted or commented out). Put it back, `{name} = ...` with the value you want, then run the "
+                "notebook from the top", name=name))  # fmt: skip
         value = namespace[name]
         if isinstance(value, str) and value.strip().lower() in ("none", "null") and "None" in str(words):
-            raise ValueError(
-                Said(
-                    "the setting {name} is the text {value!r}, in quotes; for None write None without quotes. Change "
-                    "it in the settings cell at the top of the notebook (or pass -p {name} None to a headless run)",
-                    name=name,
-                    value=value,
-                )
-            )
+            raise ValueError(Said(
+                "the setting {name} is the text {value!r}, in quotes; for None write None without quotes. Change "
+                "it in the settings cell at the top of the notebook (or pass -p {name} None to a headless run)",
+                name=name, value=value))  # fmt: skip
         if not ok(value):
             if "list" in str(words):
                 headless = Said("-y '{name}: [1, 2]' (papermill reads a list as YAML)", name=name)
@@ -141,16 +129,10 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
                                 name=name, value=value)  # fmt: skip
             else:
                 headless = f"-p {name} VALUE"
-            raise ValueError(
-                Said(
-                    "the setting {name} must be {words}; it is {value}. Change it in the settings cell at the "
-                    "top of the notebook (or pass another to a headless run: {headless})",
-                    name=name,
-                    words=words,
-                    value=_shown(value),
-                    headless=headless,
-                )
-            )
+            raise ValueError(Said(
+                "the setting {name} must be {words}; it is {value}. Change it in the settings cell at the "
+                "top of the notebook (or pass another to a headless run: {headless})",
+                name=name, words=words, value=_shown(value), headless=headless))  # fmt: skip
     if "device" in accepts and namespace.get("device") not in (None, AUTO):
         helpers.as_device(namespace["device"], Said(" (the setting device)"))
 
@@ -184,15 +166,10 @@ def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
             )
         )
     for name in (n for n in accepts if n not in names and n in namespace and f"{n} =" not in injected):
-        raise ValueError(
-            Said(
-                "the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
-                "holds {name} = {value} from an earlier run: put the line back with the value you "
-                "want, then run the notebook from the top",
-                name=name,
-                value=_shown(namespace[name]),
-            )
-        )
+        raise ValueError(Said(
+            "the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
+            "holds {name} = {value} from an earlier run: put the line back with the value you "
+            "want, then run the notebook from the top", name=name, value=_shown(namespace[name])))  # fmt: skip
 
 
 def _shown(value: Any) -> str | Said:
@@ -355,37 +332,24 @@ def check_code(namespace: dict[str, Any], version: str | None) -> None:
     folder (a headless run): a notebook in a clone runs that clone's code, installed with `pip install -e`.
     """
     if Path(helpers.__file__).resolve().parent != Path(__file__).resolve().parent:  # installed side by side
-        raise ImportError(
-            Said(
-                "The `helpers` imported here is {mine}, a module of your own with the series' name, not the "
-                "series' {series}. Rename yours (say, to my_helpers.py), restart the kernel, run again",
-                mine=helpers.__file__,
-                series=HERE / "helpers.py",
-            )
-        )
+        raise ImportError(Said(
+            "The `helpers` imported here is {mine}, a module of your own with the series' name, not the "
+            "series' {series}. Rename yours (say, to my_helpers.py), restart the kernel, run again",
+            mine=helpers.__file__, series=HERE / "helpers.py"))  # fmt: skip
     notebook = _notebook_file(namespace)
     around = notebook.parents if notebook else [Path.cwd(), *Path.cwd().parents]
     clone = next((p for p in around if is_clone(p)), None)
     if clone is not None and clone != HERE:
-        raise RuntimeError(
-            Said(
-                "This notebook is in the copy of the series at {clone}, but the series' code was imported from {here}. "
-                "Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again",
-                clone=clone,
-                here=HERE,
-            )
-        )
+        raise RuntimeError(Said(
+            "This notebook is in the copy of the series at {clone}, but the series' code was imported from {here}. "
+            "Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again",
+            clone=clone, here=HERE))  # fmt: skip
     if version is not None and clone is None and (found := _project())[0] != version:
-        raise RuntimeError(
-            Said(
-                "This notebook was written for version {version} of the series' code, and version {found} is "
-                "installed here. Install its own: run `%pip install --no-deps --force-reinstall "
-                "git+{url}@v{version}` in a cell, restart the kernel, run again",
-                version=version,
-                found=found[0],
-                url=found[1],
-            )
-        )
+        raise RuntimeError(Said(
+            "This notebook was written for version {version} of the series' code, and version {found} is "
+            "installed here. Install its own: run `%pip install --no-deps --force-reinstall "
+            "git+{url}@v{version}` in a cell, restart the kernel, run again",
+            version=version, found=found[0], url=found[1]))  # fmt: skip
 
 
 def _path(value: str | Path | None, default: str, folder: Path) -> Path:
@@ -403,15 +367,9 @@ def _check_folder(path: Path, setting: str) -> None:
             if file == path
             else Said("another folder")
         )
-        raise ValueError(
-            Said(
-                "the setting {setting} is a folder, and {file} is a file: give {instead}. Change it in the settings "
-                "cell at the top of the notebook",
-                setting=setting,
-                file=file,
-                instead=instead,
-            )
-        )
+        raise ValueError(Said(
+            "the setting {setting} is a folder, and {file} is a file: give {instead}. Change it in the settings "
+            "cell at the top of the notebook", setting=setting, file=file, instead=instead))  # fmt: skip
 
 
 KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
@@ -430,16 +388,11 @@ def claim(folder: Path, notebook: str) -> None:
     other = other if isinstance(other, dict) else {}
     another_here = other.get("host") == me["host"] and other.get("pid") != me["pid"]
     if another_here and helpers_data.process_alive(other.get("pid")):
-        raise RuntimeError(
-            Said(
-                "another kernel (process {pid}) runs {notebook} with this work folder, "
-                "{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
-                "Kernel), or set work_dir to another folder in the settings cell",
-                pid=other["pid"],
-                notebook=other.get("notebook"),
-                folder=folder,
-            )
-        )
+        raise RuntimeError(Said(
+            "another kernel (process {pid}) runs {notebook} with this work folder, "
+            "{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
+            "Kernel), or set work_dir to another folder in the settings cell",
+            pid=other["pid"], notebook=other.get("notebook"), folder=folder))  # fmt: skip
     mark.write_text(json.dumps(me))
 
 
