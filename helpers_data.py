@@ -18,6 +18,8 @@ from typing import Any
 
 from torchvision.datasets import MNIST, FashionMNIST
 
+from helpers_exercises import Said
+
 
 class MnistUnavailable(RuntimeError):
     """MNIST (or Fashion-MNIST) is not in the data folder and could not be downloaded into it."""
@@ -99,20 +101,24 @@ def _in_place(raw: Path, dataset: type) -> bool:
     return all((raw / Path(name).stem).is_file() for name in _files(dataset))
 
 
-def _problem(root: Path, dataset: type, setting: str) -> str | None:
+def _problem(root: Path, dataset: type, setting: str) -> Said | None:
     """What stops `dataset` from being put under `root`, and the fix, before any download; None when nothing does."""
     name = dataset.__name__
     for folder, above in ((root, root.parent), (root.parent, root.parent.parent)):  # given MNIST/ or MNIST/raw/
         if folder.name == name and _in_place(folder / "raw", dataset):
-            return f"{setting} is {root}, inside the {name} folder: give the folder that holds {name}/, {above}"
+            return Said("{setting} is {root}, inside the {name} folder: give the folder that holds {name}/, {above}",
+                        setting=setting, root=root, name=name, above=above)  # fmt: skip
     raw = root / name / "raw"
     existing = next(p for p in (raw, *raw.parents) if p.exists() or p == p.parent)
     if not existing.is_dir() and existing in (root, *root.parents):
-        return f"{setting} is {root}, but {existing} is a file: give the folder that holds it, or another folder"
+        return Said("{setting} is {root}, but {existing} is a file: give the folder that holds it, or another folder",
+                    setting=setting, root=root, existing=existing)  # fmt: skip
     if not existing.is_dir():
-        return f"{setting} is {root}, but {existing} is a file where {name}'s folder goes: give another folder"
+        return Said("{setting} is {root}, but {existing} is a file where {name}'s folder goes: give another folder",
+                    setting=setting, root=root, existing=existing, name=name)  # fmt: skip
     if not _in_place(raw, dataset) and not os.access(existing, os.W_OK | os.X_OK):
-        return f"{setting} is {root}, and {existing} is not writable: make it writable, or give another folder"
+        return Said("{setting} is {root}, and {existing} is not writable: make it writable, or give another folder",
+                    setting=setting, root=root, existing=existing)  # fmt: skip
     return None
 
 
@@ -131,10 +137,11 @@ def _ensure(root: str | Path, dataset: type, setting: str | None) -> Path:
         dataset(str(root), train=True, download=True)
     except (OSError, RuntimeError) as err:
         files = ", ".join(_files(dataset))
-        raise MnistUnavailable(
-            f"Could not download {dataset.__name__} into {raw} ({' '.join(str(err).split())[:200]}). "
-            f"Connect to the internet and run again, or download {files} from {dataset.mirrors[0]} into {raw}"
-        ) from None
+        raise MnistUnavailable(Said(
+            "Could not download {name} into {raw} ({error}). Connect to the internet and run again, or download "
+            "{files} from {mirror} into {raw}", name=dataset.__name__, raw=raw, error=" ".join(str(err).split())[:200],
+            files=files, mirror=dataset.mirrors[0]
+        )) from None  # fmt: skip
     finally:
         socket.setdefaulttimeout(timeout)
     return raw

@@ -13,7 +13,7 @@ correct answers both pass. It runs the learner's functions itself, and never rai
 "Not yet" that names the exception and the learner's line. An answer compared with expected values is a Table: the
 expected value, then each typical mistake and its message, in rows; a check of behaviour (a model's layers, a
 recursive function) is code, one `wrong(mistake, message)` line per mistake. The messages here are English; each
-edition's catalogue (notebooks/zh/exercises.md) translates them, one row per English template. The worked
+edition's catalogue (notebooks/zh/messages.md) translates them, one row per English template. The worked
 solutions' code lives in the English notebooks only, in their folded cells tagged `solution`.
 """
 
@@ -35,7 +35,7 @@ from types import SimpleNamespace
 from typing import Any
 
 LANGUAGES = ("en", "zh")
-EDITIONS = Path(__file__).resolve().parent / "notebooks"  # the English notebooks; <lang>/exercises.md: the messages
+EDITIONS = Path(__file__).resolve().parent / "notebooks"  # the English notebooks; <lang>/messages.md: the messages
 LABELS = {
     "correct": ("Correct", "#2e7d32"),
     "not_yet": ("Not yet", "#c62828"),
@@ -55,8 +55,8 @@ SOLUTION = re.compile(
 
 @functools.cache
 def catalogue(lang: str) -> dict[str, str]:
-    """English text -> its translation: the rows `| English | translation |` of notebooks/<lang>/exercises.md."""
-    path = EDITIONS / lang / "exercises.md"
+    """English text -> its translation: the rows `| English | translation |` of notebooks/<lang>/messages.md."""
+    path = EDITIONS / lang / "messages.md"
     rows = {}
     for line in path.read_text(encoding="utf-8").splitlines() if path.is_file() else []:
         cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
@@ -84,15 +84,46 @@ class Said:
         self.template, self.fields = template, fields
 
     def __call__(self, lang: str = "en") -> str:
-        text = self.template if lang == "en" else catalogue(lang).get(self.template, self.template)
+        text = self.template if lang == "en" else catalogue(lang).get(self.template.strip(), self.template)  # a row
+        # is stripped: " (the setting device)", which follows a name in English, has no blank before it in Chinese
         if not self.fields:
             return text
-        fields = {name: _printable(value) for name, value in self.fields.items()}
+        fields = {name: v(lang) if isinstance(v, Said) else _printable(v) for name, v in self.fields.items()}
         try:
             return text.format(**fields)
         except Exception:  # a value that cannot be shown as the template asks: said by its kind, never an exception
             kinds = {name: Shown(f"a {_kind(value)}") for name, value in fields.items() if not isinstance(value, str)}
             return text.format(**(fields | kinds))
+
+    def __str__(self) -> str:  # an exception raised with a Said reads in English, unless `speaking` translates it
+        return self()
+
+
+def speaking(start: Callable) -> Callable:
+    """`start`, whose errors raised with a Said message come out in its `lang` (or SERIES_LANG's)."""
+
+    @functools.wraps(start)
+    def wrapper(*args: Any, lang: str | None = None, **kwargs: Any) -> Any:
+        try:
+            return start(*args, lang=lang, **kwargs)
+        except Exception as err:
+            said, lang = err.args[0] if err.args else None, lang or os.environ.get("SERIES_LANG") or "en"
+            if not isinstance(said, Said) or lang == "en":
+                raise
+            raise type(err)(said(lang)) from None
+
+    return wrapper
+
+
+class Joined(Said):
+    """Items a message lists, joined as its language writes a list: ", " in English, "，" in Chinese."""
+
+    def __init__(self, items: Any):
+        super().__init__("")
+        self.items = list(items)
+
+    def __call__(self, lang: str = "en") -> str:
+        return ("，" if lang == "zh" else ", ").join(self.items)
 
 
 class Shown:
@@ -164,7 +195,7 @@ class Exercise:
         except NotYet as wrong:
             return self._show("not_yet", wrong.said)
         except Exception as err:  # a check never raises: what stopped it is the learner's to read
-            return self._show("not_yet", raised(err, "the check").said)
+            return self._show("not_yet", raised(err, Said("the check")).said)
         self.passed = True
         self._show("correct", found)
 
@@ -187,15 +218,21 @@ class Exercise:
             rich = f'<p><b style="color:{colour}">{html.escape(word)}</b>{colon}{html.escape(said(lang))}</p>'
             outputs[lang] = {"text/plain": f"{word}{colon}{said(lang)}" + (f"\n\n{code}" if code else ""),
                              "text/html": rich + (f"<pre>{html.escape(code)}</pre>" if code else "")}  # fmt: skip
-        try:
-            from IPython import get_ipython
-            from IPython.display import display
-        except ImportError:
-            get_ipython = None
-        if get_ipython is not None and get_ipython() is not None:
-            display(outputs[self.lang], raw=True, metadata={"helpers_exercises": outputs})
-        else:
-            print(outputs[self.lang]["text/plain"])
+        say(outputs, self.lang)
+
+
+def say(outputs: dict[str, dict[str, str]], lang: str) -> None:
+    """Show `outputs[lang]` (mime type -> text) in a notebook, every language riding along in the metadata (the
+    translated editions show theirs), or print its plain text."""
+    try:
+        from IPython import get_ipython
+        from IPython.display import display
+    except ImportError:
+        get_ipython = None
+    if get_ipython is not None and get_ipython() is not None:
+        display(outputs.get(lang, outputs["en"]), raw=True, metadata={"helpers_exercises": outputs})
+    else:
+        print(outputs.get(lang, outputs["en"])["text/plain"])
 
 
 REGISTRY: dict[str, list[Exercise]] = {}
@@ -256,7 +293,7 @@ def wrong(shows: bool, template: str, **fields: Any) -> None:
         raise NotYet(template, **fields)
 
 
-def raised(err: Exception, call: str) -> NotYet:
+def raised(err: Exception, call: str | Said) -> NotYet:
     """A NotYet that names what `call` raised, and the last line of the learner's own code it came from (not the
     series' modules', not a library's, not the standard library's)."""
     error = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}".rstrip(": ")
@@ -404,7 +441,7 @@ BATCHES = Table(
           idea="count the batches with len() of a DataLoader; the last holds what the full batches leave; then time "
           "drawing the images at each size")  # fmt: skip
 def _check_batch_counts(namespace: dict) -> Said:
-    listed = ", ".join(f"{size} → ({n}, {last})" for size, (n, last) in BATCHES(namespace)[0].items())
+    listed = Joined(f"{size} → ({n}, {last})" for size, (n, last) in BATCHES(namespace)[0].items())
     return Said("{listed}. Bigger batches: fewer, larger steps per epoch", listed=listed)
 
 
@@ -454,7 +491,7 @@ PARAMETERS = Table(
           "nn.Linear(a, b) has a × b weights and b biases",
           idea="count each model's parameters; the first layer has 784 × h + h of the 795 × h + 10")  # fmt: skip
 def _check_parameter_counts(namespace: dict) -> Said:
-    listed = ", ".join(f"{h} → {n:,}" for h, n in PARAMETERS(namespace)[0].items())
+    listed = Joined(f"{h} → {n:,}" for h, n in PARAMETERS(namespace)[0].items())
     return Said("{listed}; at every size about 99% of them are in the first layer, 784 × h weights", listed=listed)
 
 
@@ -708,12 +745,12 @@ def _check_hidden_sizes(namespace: dict) -> Said:
     wrong(len(set(accs.values())) == 1, "every hidden size scored {acc:.4f}, as if all were one model: build each "
           "with its own size, helpers.MnistModel(784, h, 10), not hidden_size", acc=accs[16])  # fmt: skip
     per_doubling = [(accs[b] - accs[a]) / math.log2(b / a) * 100 for a, b in zip(accs, list(accs)[1:])]
-    listed = ", ".join(f"{h} → {a:.4f}" for h, a in accs.items())
+    listed = Joined(f"{h} → {a:.4f}" for h, a in accs.items())
     if all(later < earlier for earlier, later in zip(per_doubling, per_doubling[1:])):
         return Said("{listed}; each doubling gains less than the one before", listed=listed)
     return Said("{listed}; per doubling {gains} points: not steady, and a change of a few tenths of a point is "
                 "within what another seed changes (notebook 06)", listed=listed,
-                gains=", ".join(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
+                gains=Joined(f"{g:+.2f}" for g in per_doubling))  # fmt: skip
 
 
 @exercise("05_training",

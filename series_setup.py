@@ -29,6 +29,7 @@ from typing import Any, NamedTuple
 import helpers
 import helpers_data
 import helpers_exercises
+from helpers_exercises import Said
 
 DISTRIBUTION = "pytorch-gpu-mnist"
 HERE = Path(__file__).resolve().parent
@@ -42,7 +43,7 @@ HERE = Path(__file__).resolve().parent
 class Accepts(NamedTuple):
     """What one kind of setting accepts: the words a refusal shows, and the test."""
 
-    words: str
+    words: Said
     ok: Callable[[Any], bool]
 
 
@@ -52,16 +53,20 @@ def _is_whole(value: Any) -> bool:
 
 def count_setting(low: int = 1, high: int | None = None, none: bool = False) -> Accepts:
     """A whole number from `low` to `high` (epochs, images, processes, ...), or None when `none`."""
-    words = f"a whole number of at least {low}" + (f" and at most {high:,}" if high is not None else "")
+    words = (
+        Said("a whole number of at least {low}", low=low)
+        if high is None
+        else Said("a whole number of at least {low} and at most {high:,}", low=low, high=high)
+    )
     return Accepts(
-        f"None, or {words}" if none else words,
+        Said("None, or {words}", words=words) if none else words,
         lambda v: (none and v is None) or (_is_whole(v) and v >= low and (high is None or v <= high)),
     )
 
 
 AUTO = "auto"  # the device setting's choice of the best device here (None, its older spelling, still means it)
 DEVICE_SETTING = Accepts(
-    "'auto' (the best here), or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'",
+    Said("'auto' (the best here), or a device name such as 'cpu', 'cuda', 'cuda:1' or 'mps'"),
     lambda v: v is None or (isinstance(v, str) and bool(v.strip())) or isinstance(v, helpers.torch.device),
 )
 
@@ -75,20 +80,23 @@ def _seed_ok(value: Any) -> bool:
     return True
 
 
-SEED_SETTING = Accepts("a whole number from 0 to 2**63 - 1, such as 42", _seed_ok)  # helpers.check_seed's words
+SEED_SETTING = Accepts(Said("a whole number from 0 to 2**63 - 1, such as 42"), _seed_ok)  # helpers.check_seed's words
 
 
 PATH_SETTING = Accepts(
-    f"None, or a path (a folder or a file) as {platform.system() or 'this system'} writes it, such as 'data'",
+    Said(
+        "None, or a path (a folder or a file) as {system} writes it, such as 'data'",
+        system=platform.system() or Said("this system"),
+    ),
     lambda v: v is None or (isinstance(v, (str, Path)) and helpers_data.is_plain_path(v)),
 )
-SWITCH_SETTING = Accepts("None, True or False", lambda v: v is None or isinstance(v, bool))
+SWITCH_SETTING = Accepts(Said("None, True or False"), lambda v: v is None or isinstance(v, bool))
 SIZES_SETTING = Accepts(
-    "a list of sizes, whole numbers of at least 1, such as [128, 512]",
+    Said("a list of sizes, whole numbers of at least 1, such as [128, 512]"),
     lambda v: isinstance(v, list) and bool(v) and all(_is_whole(n) and n >= 1 for n in v),
 )
 SEEDS_SETTING = Accepts(
-    "None, or a list of seeds, such as [1, 2, 3]",
+    Said("None, or a list of seeds, such as [1, 2, 3]"),
     lambda v: v is None or (isinstance(v, list) and bool(v) and all(SEED_SETTING.ok(s) for s in v)),
 )
 IMAGES = count_setting(1, 50_000, none=True)  # a number of training images: the training split holds 50,000
@@ -97,37 +105,36 @@ IMAGES = count_setting(1, 50_000, none=True)  # a number of training images: the
 def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     """Check each setting in `namespace` against what it accepts; a ValueError names the first wrong one."""
     if accepts and not any(name in namespace for name in accepts):
-        raise ValueError(
-            f"none of this notebook's settings ({', '.join(accepts)}) is defined: the settings cell, the first code "
+        raise ValueError(Said(
+            "none of this notebook's settings ({names}) is defined: the settings cell, the first code "
             "cell, did not run (or was deleted). Run the notebook from the top; a notebook of the series that you "
-            "saved elsewhere has it, as has the series' own copy"
-        )
+            "saved elsewhere has it, as has the series' own copy", names=", ".join(accepts)))  # fmt: skip
     for name, (words, ok) in accepts.items():
         if name not in namespace:
-            raise ValueError(
-                f"the setting {name} is not defined: its line in the settings cell at the top is missing (deleted or "
-                f"commented out). Put it back, `{name} = ...` with the value you want, then run the notebook from "
-                "the top"
-            )
+            raise ValueError(Said(
+                "the setting {name} is not defined: its line in the settings cell at the top is missing "
+                "(deleted or commented out). Put it back, `{name} = ...` with the value you want, then run the "
+                "notebook from the top", name=name))  # fmt: skip
         value = namespace[name]
-        if isinstance(value, str) and value.strip().lower() in ("none", "null") and "None" in words:
-            raise ValueError(
-                f"the setting {name} is the text {value!r}, in quotes; for None write None without quotes. Change "
-                f"it in the settings cell at the top of the notebook (or pass -p {name} None to a headless run)"
-            )
+        if isinstance(value, str) and value.strip().lower() in ("none", "null") and "None" in str(words):
+            raise ValueError(Said(
+                "the setting {name} is the text {value!r}, in quotes; for None write None without quotes. Change "
+                "it in the settings cell at the top of the notebook (or pass -p {name} None to a headless run)",
+                name=name, value=value))  # fmt: skip
         if not ok(value):
-            if "list" in words:
-                headless = f"-y '{name}: [1, 2]' (papermill reads a list as YAML)"
-            elif "path" in words and isinstance(value, (int, float)):  # `-p data_root 2024` reads a number
-                headless = f"-r {name} {value} (-r passes its value as text; -p reads {value} as a number)"
+            if "list" in str(words):
+                headless = Said("-y '{name}: [1, 2]' (papermill reads a list as YAML)", name=name)
+            elif "path" in str(words) and isinstance(value, (int, float)):  # `-p data_root 2024` reads a number
+                headless = Said("-r {name} {value} (-r passes its value as text; -p reads {value} as a number)",
+                                name=name, value=value)  # fmt: skip
             else:
                 headless = f"-p {name} VALUE"
-            raise ValueError(
-                f"the setting {name} must be {words}; it is {_shown(value)}. Change it in the settings cell at the "
-                f"top of the notebook (or pass another to a headless run: {headless})"
-            )
+            raise ValueError(Said(
+                "the setting {name} must be {words}; it is {value}. Change it in the settings cell at the "
+                "top of the notebook (or pass another to a headless run: {headless})",
+                name=name, words=words, value=_shown(value), headless=headless))  # fmt: skip
     if "device" in accepts and namespace.get("device") not in (None, AUTO):
-        helpers.as_device(namespace["device"], " (the setting device)")
+        helpers.as_device(namespace["device"], Said(" (the setting device)"))
 
 
 def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
@@ -147,24 +154,30 @@ def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
     for name in (n for n in names if n not in accepts):
         close = difflib.get_close_matches(name, list(accepts), n=1, cutoff=0.6)
         raise ValueError(
-            f"the settings cell sets {name}, which is not a setting of this notebook"
-            + (f": did you mean {close[0]}?" if close else "")
-            + f" Its settings are {', '.join(accepts)}; change the name in the settings cell, then run it again"
+            Said(
+                "the settings cell sets {name}, which is not a setting of this notebook: did you mean {close}? Its "
+                "settings are {names}; change the name in the settings cell, then run it again"
+                if close
+                else "the settings cell sets {name}, which is not a setting of this notebook. Its settings are "
+                "{names}; change the name in the settings cell, then run it again",
+                name=name,
+                close=close[0] if close else "",
+                names=", ".join(accepts),
+            )
         )
     for name in (n for n in accepts if n not in names and n in namespace and f"{n} =" not in injected):
-        raise ValueError(
-            f"the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
-            f"holds {name} = {_shown(namespace[name])} from an earlier run: put the line back with the value you "
-            "want, then run the notebook from the top"
-        )
+        raise ValueError(Said(
+            "the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
+            "holds {name} = {value} from an earlier run: put the line back with the value you "
+            "want, then run the notebook from the top", name=name, value=_shown(namespace[name])))  # fmt: skip
 
 
-def _shown(value: Any) -> str:
+def _shown(value: Any) -> str | Said:
     """`value` as a message shows it: its repr, cut short, and never too large to print."""
     try:
         text = repr(value)
     except ValueError:  # an int too large to turn into text (sys.set_int_max_str_digits)
-        return f"a whole number of about {int(value.bit_length() * 0.30103):,} digits"
+        return Said("a whole number of about {n:,} digits", n=int(value.bit_length() * 0.30103))
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -317,24 +330,24 @@ def check_code(namespace: dict[str, Any], version: str | None) -> None:
     folder (a headless run): a notebook in a clone runs that clone's code, installed with `pip install -e`.
     """
     if Path(helpers.__file__).resolve().parent != Path(__file__).resolve().parent:  # installed side by side
-        raise ImportError(
-            f"The `helpers` imported here is {helpers.__file__}, a module of your own with the series' name, not the "
-            f"series' {HERE / 'helpers.py'}. Rename yours (say, to my_helpers.py), restart the kernel, run again"
-        )
+        raise ImportError(Said(
+            "The `helpers` imported here is {mine}, a module of your own with the series' name, not the "
+            "series' {series}. Rename yours (say, to my_helpers.py), restart the kernel, run again",
+            mine=helpers.__file__, series=HERE / "helpers.py"))  # fmt: skip
     notebook = _notebook_file(namespace)
     around = notebook.parents if notebook else [Path.cwd(), *Path.cwd().parents]
     clone = next((p for p in around if is_clone(p)), None)
     if clone is not None and clone != HERE:
-        raise RuntimeError(
-            f"This notebook is in the copy of the series at {clone}, but the series' code was imported from {HERE}. "
-            f"Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again"
-        )
+        raise RuntimeError(Said(
+            "This notebook is in the copy of the series at {clone}, but the series' code was imported from {here}. "
+            "Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again",
+            clone=clone, here=HERE))  # fmt: skip
     if version is not None and clone is None and (found := _project())[0] != version:
-        raise RuntimeError(
-            f"This notebook was written for version {version} of the series' code, and version {found[0]} is "
-            f"installed here. Install its own: run `%pip install --no-deps --force-reinstall "
-            f"git+{found[1]}@v{version}` in a cell, restart the kernel, run again"
-        )
+        raise RuntimeError(Said(
+            "This notebook was written for version {version} of the series' code, and version {found} is "
+            "installed here. Install its own: run `%pip install --no-deps --force-reinstall "
+            "git+{url}@v{version}` in a cell, restart the kernel, run again",
+            version=version, found=found[0], url=found[1]))  # fmt: skip
 
 
 def _path(value: str | Path | None, default: str, folder: Path) -> Path:
@@ -347,11 +360,14 @@ def _check_folder(path: Path, setting: str) -> None:
     """Refuse a folder setting that names a file (or a path through one), saying what to give instead."""
     file = next((p for p in (path, *path.parents) if p.exists() and not p.is_dir()), None)
     if file is not None:
-        instead = f"the folder that holds it ({file.parent}), or another folder" if file == path else "another folder"
-        raise ValueError(
-            f"the setting {setting} is a folder, and {file} is a file: give {instead}. Change it in the settings cell "
-            "at the top of the notebook"
+        instead = (
+            Said("the folder that holds it ({folder}), or another folder", folder=file.parent)
+            if file == path
+            else Said("another folder")
         )
+        raise ValueError(Said(
+            "the setting {setting} is a folder, and {file} is a file: give {instead}. Change it in the settings "
+            "cell at the top of the notebook", setting=setting, file=file, instead=instead))  # fmt: skip
 
 
 KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
@@ -370,11 +386,11 @@ def claim(folder: Path, notebook: str) -> None:
     other = other if isinstance(other, dict) else {}
     another_here = other.get("host") == me["host"] and other.get("pid") != me["pid"]
     if another_here and helpers_data.process_alive(other.get("pid")):
-        raise RuntimeError(
-            f"another kernel (process {other['pid']}) runs {other.get('notebook')} with this work folder, "
-            f"{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
-            "Kernel), or set work_dir to another folder in the settings cell"
-        )
+        raise RuntimeError(Said(
+            "another kernel (process {pid}) runs {notebook} with this work folder, "
+            "{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
+            "Kernel), or set work_dir to another folder in the settings cell",
+            pid=other["pid"], notebook=other.get("notebook"), folder=folder))  # fmt: skip
     mark.write_text(json.dumps(me))
 
 
@@ -383,6 +399,7 @@ def claim(folder: Path, notebook: str) -> None:
 # ==================================================================================================
 
 
+@helpers_exercises.speaking
 def start(notebook: str, namespace: dict[str, Any], version: str | None = None, lang: str | None = None) -> tuple:
     """Check the notebook's settings, seed, put MNIST in place, pick the device; return what its set-up names.
 
@@ -413,13 +430,15 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
             try:
                 helpers.check_save_path(made["CHECKPOINT"])
             except (ValueError, OSError) as err:  # a file in the way, a read-only folder: said before any training
-                raise ValueError(f"the setting checkpoint: {err}. Change it in the settings cell at the top") from None
+                raise ValueError(Said("the setting checkpoint: {err}. Change it in the settings cell at the top",
+                                      err=err)) from None  # fmt: skip
     if "WORK" in spec.returns:
         made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
         made["WORK"].mkdir(parents=True, exist_ok=True)
         if spec.runs_in:
             claim(made["WORK"] / spec.runs_in, notebook)
-    print(helpers.describe_run(device))
+    lines = {said_in: {"text/plain": helpers.describe_run(device, said_in)} for said_in in helpers_exercises.LANGUAGES}
+    helpers_exercises.say(lines, lang or os.environ.get("SERIES_LANG") or "en")
     if "exercises" in spec.returns:
         made["exercises"] = tuple(helpers_exercises.exercises(notebook, namespace, lang))
     returned = tuple(made[name] for name in spec.returns)

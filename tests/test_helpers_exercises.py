@@ -22,6 +22,7 @@ ____ = ()  # the blank, as every set-up cell defines it
 
 UNANSWERED = "Your turn: fill in the ____ above with your answer, then run this cell"
 MODULE = Path(helpers_exercises.__file__)
+SPEAKING = [MODULE, *(MODULE.with_name(f"{name}.py") for name in ("series_setup", "helpers", "helpers_data"))]
 
 
 def checked(notebook, number, namespace, capsys, lang="en"):
@@ -1098,12 +1099,14 @@ def test_the_chinese_edition_checks_hints_and_solves_in_chinese(capsys):
 
 
 def _templates() -> list[str]:
-    """Every English text the module can say: the templates of its messages, hints, solutions' ideas and labels."""
+    """Every English text the modules can say: the templates of their messages, hints, solutions' ideas and labels."""
     texts = []
-    for node in ast.walk(ast.parse(MODULE.read_text(encoding="utf-8"))):
+    nodes = [node for module in SPEAKING for node in ast.walk(ast.parse(module.read_text(encoding="utf-8")))]
+    for node in nodes:
         if isinstance(node, ast.Call):
             name = getattr(node.func, "id", getattr(node.func, "attr", None))
-            texts += [node.args[0]] if name in ("NotYet", "Said", "pair") and node.args else []
+            first = node.args[:1] if name in ("NotYet", "Said", "pair") else []
+            texts += [t for a in first for t in ((a.body, a.orelse) if isinstance(a, ast.IfExp) else (a,))]
             texts += [node.args[1]] if name == "wrong" and len(node.args) > 1 else []  # wrong(mistake, template)
             texts += [kw.value for kw in node.keywords if kw.arg in ("nudge", "idea")]
             texts += [kw.value for kw in node.keywords if kw.arg == "otherwise"]
@@ -1114,7 +1117,7 @@ def _templates() -> list[str]:
             texts += [v.elts[0] for v in value.values] if target == "LABELS" else []
             texts += [row.elts[2] for row in value.elts] if target == "DICT_ERRORS" else []
     assert not [t for t in texts if isinstance(t, ast.JoinedStr)], "a template, not an f-string: the catalogue's key"
-    return list(dict.fromkeys(t.value for t in texts if isinstance(t, ast.Constant)))  # not the names passed on
+    return list(dict.fromkeys(t.value.strip() for t in texts if isinstance(t, ast.Constant)))  # as a row: stripped
 
 
 def _fields(template: str) -> list[str]:
@@ -1124,10 +1127,10 @@ def _fields(template: str) -> list[str]:
 
 
 def test_the_chinese_catalogue_translates_every_text_with_the_same_fields():
-    """notebooks/zh/exercises.md has one row per English text the module says, keeping each field as it is."""
+    """notebooks/zh/messages.md has one row per English text the module says, keeping each field as it is."""
     texts, rows = _templates(), helpers_exercises.catalogue("zh")
     assert len(texts) > 120 and "Not yet" in texts and UNANSWERED.removeprefix("Your turn: ") in texts
-    assert [t for t in texts if t not in rows] == [], "add a row to notebooks/zh/exercises.md for each"
+    assert [t for t in texts if t not in rows] == [], "add a row to notebooks/zh/messages.md for each"
     assert [t for t in rows if t not in texts] == [], "no row for a text the module no longer says"
     for english in texts:
         assert _fields(rows[english]) == _fields(english), (english, rows[english])
@@ -1211,3 +1214,10 @@ def test_07_a_scratch_cell_that_reuses_predictions_is_named_with_the_cell_to_run
     answered = {0.5: (1, 1), 0.9: (1, 1), 0.99: (1, 1)}
     says = ("predictions is no longer what helpers.predict_loader returned", "predictions = helpers.predict_loader")
     not_yet("07_error_analysis", 1, {"predictions": reused, "answered": answered}, capsys, *says)
+
+
+def test_a_listed_field_is_joined_as_each_language_writes_a_list():
+    said = helpers_exercises.Said("{listed}. Bigger batches: fewer, larger steps per epoch",
+                                  listed=helpers_exercises.Joined(["32 → (1563, 32)", "128 → (391, 32)"]))  # fmt: skip
+    assert said().startswith("32 → (1563, 32), 128 → (391, 32). Bigger")
+    assert said("zh").startswith("32 → (1563, 32)，128 → (391, 32)。")

@@ -302,7 +302,7 @@ def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offl
     assert done.returncode == 0, done.stderr[-2000:]
     nb = nbformat.read(tmp_path / "out.ipynb", as_version=4)
     (setup,) = pages.tagged(nb, "setup")
-    (said,) = [o.text for o in setup.outputs]
+    (said,) = [o.get("text") or o.data["text/plain"] for o in setup.outputs]  # printed, or shown in every language
     assert said.startswith("This run computes on cpu") and "Cannot download" not in said, "the clone's code, offline"
 
 
@@ -433,3 +433,37 @@ def test_08_in_a_second_kernel_sharing_the_work_folder_is_said_not_resumed_silen
     series_setup.start("08_checkpoints", namespace)  # that kernel has ended: the folder is this one's
     assert json.loads((tmp_path / "08-demo" / series_setup.KERNEL_MARK).read_text())["pid"] == os.getpid()
     assert [p.name for p in tmp_path.iterdir()] == ["08-demo"], "nothing in the learner's folder itself"
+
+
+# ---------------------------------------------------------------------------- the Chinese edition's start
+
+
+def test_a_chinese_start_refuses_a_bad_setting_in_chinese(no_work):
+    namespace = settings_of("05_training") | {"exercise_limit": 60_000}
+    with pytest.raises(ValueError) as refused:
+        series_setup.start("05_training", namespace, lang="zh")
+    assert str(refused.value) == (
+        "设置项 exercise_limit 必须是一个不小于 1、不大于 50,000 的整数，或者 None，而它是 60000。请在笔记本顶部的"
+        "设置项单元格中修改它；无界面运行时也可以传入别的值，写法是 -p exercise_limit VALUE"
+    )
+    assert no_work == [], "refused before any work, as in English"
+
+
+def test_a_chinese_start_names_an_unknown_setting_in_chinese(no_work):
+    namespace = settings_of("03_model") | {"In": ["# @title 设置项\nsede = 7\n"]}
+    with pytest.raises(ValueError, match=r"^设置项单元格中设置了 sede，但它不是本笔记本的设置项，你想写的是不是 seed"):
+        series_setup.start("03_model", namespace, lang="zh")
+
+
+def test_a_chinese_start_says_its_run_line_in_chinese(no_work, capsys):
+    series_setup.start("03_model", settings_of("03_model") | {"device": "cpu"}, lang="zh")
+    said = capsys.readouterr().out
+    assert said.startswith("本次运行使用的设备是 cpu（") and "PyTorch 版本为" in said and "This run" not in said, said
+    series_setup.start("03_model", settings_of("03_model") | {"device": "cpu"})
+    assert capsys.readouterr().out.startswith("This run computes on cpu: "), "English stays as it was"
+
+
+def test_a_chinese_start_refuses_a_device_that_is_not_here_in_chinese(no_work):
+    namespace = settings_of("03_model") | {"device": "cuda:7"}
+    with pytest.raises(ValueError, match=r"^设备 'cuda:7'（设置项 device）在这台机器上不可用，可用的有 "):
+        series_setup.start("03_model", namespace, lang="zh")

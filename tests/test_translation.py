@@ -38,7 +38,7 @@ def _pair(path):
 
 def test_every_notebook_has_a_chinese_edition():
     assert [p.name for p in translated_paths("zh")] == [p.name for p in ENGLISH]
-    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md", "exercises.md"]
+    expected = [f"{p.stem}.md" for p in ENGLISH] + ["README.md", "comments.md", "messages.md"]
     assert sorted(p.name for p in ZH.glob("*.md")) == sorted(expected)
 
 
@@ -54,9 +54,12 @@ def test_the_committed_chinese_notebooks_are_what_translate_builds():
 
 
 def _code_without_comments(source: str) -> list[tuple[int, str]]:
-    """The tokens of `source` a computer reads: everything but the comments, and where each is."""
+    """The tokens of `source` a computer reads: everything but the comments and docstrings, and where each is."""
+    cell = nbformat.v4.new_code_cell(source)
+    docstrings = {t.start for t in translation._reader_comments(cell) if t.type == tokenize.STRING}
     tokens = tokenize.generate_tokens(io.StringIO(source).readline)
-    return [(t.start[0], t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)]
+    return [(t.start[0], t.string) for t in tokens if t.type not in (tokenize.COMMENT, tokenize.NL)
+            and t.start not in docstrings]  # fmt: skip
 
 
 @pytest.mark.parametrize("path", ENGLISH, ids=IDS)
@@ -326,7 +329,7 @@ def test_translations_use_the_glossary():
     for term in SEED_TERMS + DISTRIBUTED_AND_GPU_TERMS:
         assert term in dict(glossary), f"the glossary lacks {term}"
     files = [translation.translation_file(p.name) for p in ENGLISH] + [translation.comments_file("zh")]
-    files.append(ZH / "exercises.md")  # the exercises' messages
+    files.append(ZH / "messages.md")  # the modules' messages
     readme = (ZH / "README.md").read_text(encoding="utf-8").split("## 术语表", 1)[0]
     text = "\n".join([readme, *(file.read_text(encoding="utf-8") for file in files)])
     for term, avoid in glossary:
@@ -456,7 +459,12 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "# Exercise 1: three sizes\n"
         "    # warm-up\n"
         "# q1.hint()\n"
-        "x = 1  # hidden layer"
+        "x = 1  # hidden layer\n"
+        "class Loader:\n"
+        '    """Number of batches"""\n'
+        "    def size(self):  # one line\n"
+        "        'Its size'\n"
+        "        return 'not a docstring'"
     )
     cell = nbformat.v4.new_code_cell(source)
     assert translation.code_comments(cell) == [
@@ -465,6 +473,9 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "Exercise 1: three sizes",
         "warm-up",
         "hidden layer",
+        "Number of batches",
+        "one line",
+        "Its size",
     ]
     comments = {
         "@title Solution 1: batch sizes": "@title 答案 1：批量大小",
@@ -472,6 +483,9 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "Exercise 1: three sizes": "练习 1：三种大小",
         "warm-up": "预热",
         "hidden layer": "隐藏层",
+        "Number of batches": "批量的个数",
+        "one line": "一行",
+        "Its size": "它的大小",
     }
     translation.localize_code(cell, "zh", comments)
     assert cell.source == (
@@ -480,15 +494,20 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
         "# 练习 1：三种大小\n"
         "    # 预热\n"
         "# q1.hint()\n"
-        "x = 1  # 隐藏层"
+        "x = 1  # 隐藏层\n"
+        "class Loader:\n"
+        '    """批量的个数"""\n'
+        "    def size(self):  # 一行\n"
+        "        '它的大小'\n"
+        "        return 'not a docstring'"
     )
     setup = nbformat.v4.new_code_cell("import os  # the set-up cell", metadata={"tags": ["setup"]})
     metrics = nbformat.v4.new_code_cell("# @title Record the metrics\n", metadata={"tags": ["metrics"]})
     assert translation.code_comments(setup) == ["the set-up cell"]  # the reader's: its title shows when folded
     assert translation.code_comments(metrics) == []  # machinery a run adds
     missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
-    assert len(missing) == 5
-    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in missing[4]
+    assert len(missing) == 8
+    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in "\n".join(missing)
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1  # hidden layer")])
     (unused,) = translation.unused_comments([notebook], {"hidden layer": "隐藏层", "output layer": "输出层"})
     assert "no code comment reads 'output layer' any more: remove its row" in unused
@@ -570,7 +589,7 @@ def test_the_exercises_answer_in_chinese_with_one_colon_to_a_line(path):
         output["data"]["text/plain"]
         for cell in nbformat.read(ZH / path.name, as_version=4).cells
         for output in cell.get("outputs", [])
-        if "helpers_exercises" in output.get("metadata", {})
+        if "helpers_exercises" in output.get("metadata", {}) and "setup" not in cell.metadata.get("tags", [])
     ]
     assert lines or path.stem == "01_gpu_runtime"  # 02-11 have exercises
     for line in lines:
@@ -592,3 +611,12 @@ def test_a_run_translates_what_it_added_to_the_notebooks_as_it_is(tmp_path):
     assert injected.source == '# Parameters\ndevice = "cpu"\n', "papermill's cell, as papermill wrote it"
     settings = pages.settings_cell(chinese)
     assert CJK.search(settings.source.splitlines()[0]) and CJK.search(settings.source.splitlines()[1])
+
+
+@pytest.mark.parametrize("path", ENGLISH, ids=IDS)
+def test_the_chinese_set_up_says_its_run_line_in_chinese(path):
+    """The set-up's one line (the device) is the Chinese one start() showed beside the English."""
+    (setup,) = [c for c in nbformat.read(ZH / path.name, as_version=4).cells if "setup" in c.metadata.get("tags", [])]
+    said = [output.get("text") or output["data"]["text/plain"] for output in setup.outputs]
+    assert all(line.startswith("本次运行使用的设备是 ") for line in said), said
+    assert said or path.stem == "10_many_gpus", "every set-up but 10's prints its line"

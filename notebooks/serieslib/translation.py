@@ -11,6 +11,7 @@ Each code comment's translation is a row of notebooks/zh/comments.md, keyed by t
 
 from __future__ import annotations
 
+import ast
 import copy
 import hashlib
 import io
@@ -141,6 +142,7 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
 
 EXERCISES_BINDING = re.compile(r"(= start\([^()]*globals\(\)[^()]*)\)$", re.MULTILINE)  # the set-up's start(...) line
 MACHINERY = {"metrics", "solution-proof", "injected-parameters"}  # code cells that runs add, the same in every edition
+CODE_BLOCK = re.compile(r"^```python\n(.*?)\n```$", re.S | re.M)  # a fenced code block in a Markdown cell
 FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
 
 
@@ -165,7 +167,8 @@ def read_comments(path: Path) -> dict[str, str]:
 
 
 def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
-    """The comments of a code cell a reader reads: not the commented-out code (`# q1.hint()`).
+    """The comments of a code cell a reader reads, and its one-line docstrings: not the commented-out code
+    (`# q1.hint()`).
 
     The cells a headless run adds (an exercise's proof, the metrics cell its report reads) have none; the settings
     and set-up cells' do count: a title is the one line of a folded cell a reader sees, and each setting's
@@ -173,8 +176,16 @@ def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
     """
     if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
         return []
-    tokens = []
+    tokens, before, line, words = [], None, [""], []  # line: the last logical line's words; words: this one's
     for token in tokenize.generate_tokens(io.StringIO(cell.source).readline):
+        first = before is not None and before.type == tokenize.INDENT and line[0] in ("def", "class", "async")
+        if first and token.type == tokenize.STRING and token.start[0] == token.end[0]:
+            tokens.append(token)  # the first statement of a function or class, on one line: its docstring
+        if token.type == tokenize.NEWLINE:
+            line, words = words or [""], []
+        elif token.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
+            words.append(token.string)
+        before = token if token.type not in (tokenize.NL, tokenize.COMMENT) else before
         text = token.string[1:].strip()
         if token.type != tokenize.COMMENT or not text or text.startswith("@param"):  # Colab's field syntax, no words
             continue
@@ -189,7 +200,9 @@ def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
 
 
 def _key(comment: tokenize.TokenInfo) -> str:
-    """A comment as a comments file lists it: without `# ` and Colab's form options."""
+    """A comment as a comments file lists it: without `# ` and Colab's form options; a docstring, its text."""
+    if comment.type == tokenize.STRING:
+        return ast.literal_eval(comment.string)
     return FORM.sub("", comment.string[1:].strip())
 
 
@@ -199,7 +212,11 @@ def code_comments(cell: nbformat.NotebookNode) -> list[str]:
 
 
 def _used_comments(notebooks: list[nbformat.NotebookNode]) -> set[str]:
-    return {text for nb in notebooks for cell in nb.cells for text in code_comments(cell)}
+    """The comments of the code cells, and of the code blocks in Markdown cells (a worked solution's)."""
+    cells = [cell for nb in notebooks for cell in nb.cells]
+    markdown = [cell.source for cell in cells if cell.cell_type == "markdown"]
+    blocks = [nbformat.v4.new_code_cell(code) for source in markdown for code in CODE_BLOCK.findall(source)]
+    return {text for cell in [*cells, *blocks] for text in code_comments(cell)}
 
 
 def comment_problems(notebooks: list[nbformat.NotebookNode], comments: dict[str, str]) -> list[str]:
@@ -223,10 +240,15 @@ def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, st
     tokens = _reader_comments(cell) if comments is not None else []
     if tokens:
         lines = cell.source.split("\n")
-        for token in tokens:
-            row, column = token.start
+        for token in sorted(tokens, key=lambda t: t.start, reverse=True):  # the later first: the earlier stay put
+            (row, column), line = token.start, lines[token.start[0] - 1]
+            if token.type == tokenize.STRING:  # a docstring: the same quotes around its translation
+                opening = re.match(r"[rRuU]?(\"\"\"|'''|\"|')", token.string)
+                said = opening.group() + comments[_key(token)] + opening.group(1)
+                lines[row - 1] = line[:column] + said + line[token.end[1] :]
+                continue
             form = FORM.search(token.string)
-            lines[row - 1] = lines[row - 1][:column] + f"# {comments[_key(token)]}" + (form.group() if form else "")
+            lines[row - 1] = line[:column] + f"# {comments[_key(token)]}" + (form.group() if form else "")
         cell.source = "\n".join(lines)
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
