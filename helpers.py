@@ -45,7 +45,6 @@ from torchvision.datasets import MNIST, FashionMNIST
 from torchvision.transforms import ToTensor
 
 import helpers_data
-from helpers_exercises import Said
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +102,7 @@ def available_devices() -> list[str]:
     return ["cpu"] + [f"{accelerator.type}:{i}" for i in range(accelerator_count())]
 
 
-def _check_device(device: torch.device, source: str | Said = "") -> torch.device:
+def _check_device(device: torch.device, source: str = "") -> torch.device:
     """Return `device` if it exists on this machine, else raise ValueError naming what does (and where it came from)."""
     if device.type == "cpu":
         return device
@@ -111,14 +110,14 @@ def _check_device(device: torch.device, source: str | Said = "") -> torch.device
     same_type = accelerator is not None and device.type == accelerator.type
     if same_type and (device.index is None or device.index < accelerator_count()):
         return device
-    raise ValueError(Said(
-        "Device {device!r}{source} is not available on this machine; available: {available}. In Colab choose "
-        "Runtime > Change runtime type > GPU, or ask for one of the available devices.",
-        device=str(device), source=source, available=", ".join(available_devices())
-    ))  # fmt: skip
+    raise ValueError(
+        f"Device {str(device)!r}{source} is not available on this machine; available: "
+        f"{', '.join(available_devices())}. In Colab choose Runtime > Change runtime type > GPU, or ask for one of "
+        "the available devices."
+    )
 
 
-def as_device(device: str | torch.device, source: str | Said = "") -> torch.device:
+def as_device(device: str | torch.device, source: str = "") -> torch.device:
     """`device` as a torch.device that exists here (notebook 01); a ValueError that says what to ask for instead."""
     if isinstance(device, torch.Tensor):
         raise TypeError(
@@ -128,10 +127,10 @@ def as_device(device: str | torch.device, source: str | Said = "") -> torch.devi
     try:
         parsed = torch.device(device)
     except (RuntimeError, TypeError):
-        raise ValueError(Said(
-            "{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' (available here: "
-            "{available})", device=device, source=source, available=", ".join(available_devices())
-        )) from None  # fmt: skip
+        raise ValueError(
+            f"{device!r}{source} is not a device name; use e.g. 'cpu', 'cuda', 'cuda:1' or 'mps' "
+            f"(available here: {', '.join(available_devices())})"
+        ) from None
     return _check_device(parsed, source)
 
 
@@ -145,34 +144,31 @@ def get_default_device(prefer: str | torch.device | None = None) -> torch.device
     return _accelerator() or torch.device("cpu")
 
 
-def describe_device(device: str | torch.device | None = None, lang: str = "en") -> str:
-    """One line about a device, in `lang`: GPU name, memory and compute capability, or CPU and threads (notebook 01)."""
+def describe_device(device: str | torch.device | None = None) -> str:
+    """One line about a device: GPU name, memory and compute capability, or CPU and threads (notebook 01)."""
     device = get_default_device(device)
     if device.type == "cuda":
         index = device.index if device.index is not None else torch.cuda.current_device()
         props = torch.cuda.get_device_properties(index)
-        gib, major, minor = props.total_memory / 2**30, props.major, props.minor
-        return Said("cuda:{index} {name}, {gib:.1f} GiB, compute capability {major}.{minor}", index=index,
-                    name=props.name, gib=gib, major=major, minor=minor)(lang)  # fmt: skip
+        return (
+            f"cuda:{index} {props.name}, {props.total_memory / 2**30:.1f} GiB, "
+            f"compute capability {props.major}.{props.minor}"
+        )
     if device.type == "mps":
         return f"mps: Apple GPU ({platform.machine()}, macOS {platform.mac_ver()[0]})"
     if device.type != "cpu":
         return f"{device}: {device.type} accelerator"
     cpu = platform.processor() or platform.machine()
-    return Said("cpu: {cpu}, {cores} logical cores, {threads} PyTorch threads", cpu=cpu, cores=os.cpu_count(),
-                threads=torch.get_num_threads())(lang)  # fmt: skip
+    return f"cpu: {cpu}, {os.cpu_count()} logical cores, {torch.get_num_threads()} PyTorch threads"
 
 
-def describe_run(device: str | torch.device | None = None, lang: str = "en") -> str:
-    """One line for a notebook's set-up cell, in `lang`: the device this run computes on, and what it means for GPU
-    figures."""
+def describe_run(device: str | torch.device | None = None) -> str:
+    """One line for a notebook's set-up cell: the device this run computes on, and what it means for GPU figures."""
     device = get_default_device(device)
-    fields = {"device": describe_device(device, lang), "version": torch.__version__, "kind": device.type}
+    where = f"This run computes on {describe_device(device)}, with PyTorch {torch.__version__}."
     if device.type == "cpu":
-        return Said("This run computes on {device}, with PyTorch {version}. No GPU here: where the text speaks of a "
-                    "GPU, it says what to expect.", **fields)(lang)  # fmt: skip
-    return Said("This run computes on {device}, with PyTorch {version}. The GPU figures below are measured on this "
-                "{kind} device.", **fields)(lang)  # fmt: skip
+        return where + " No GPU here: where the text speaks of a GPU, it says what to expect."
+    return where + f" The GPU figures below are measured on this {device.type} device."
 
 
 def synchronize(device: str | torch.device) -> None:

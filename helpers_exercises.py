@@ -26,6 +26,7 @@ import json
 import math
 import os
 import re
+import string
 import sys
 import time
 import traceback
@@ -99,6 +100,40 @@ class Said:
         return self()
 
 
+@functools.cache
+def _pattern(template: str) -> re.Pattern | None:
+    """A regular expression that matches what `template` formats to, each field a named group (None: too loose)."""
+    parts, names = [], set()
+    for literal, name, _spec, conversion in string.Formatter().parse(template):
+        parts.append(re.escape(literal))
+        if name is not None:
+            if not name.isidentifier():
+                return None
+            value = "'.*?'|\".*?\"" if conversion == "r" else ".+?"  # a repr is quoted: where it ends is plain
+            parts.append(f"(?P={name})" if name in names else f"(?P<{name}>{value})")
+            names.add(name)
+    literal_chars = sum(len(literal) for literal, *_ in string.Formatter().parse(template))
+    return re.compile("".join(parts), re.S) if literal_chars >= 8 else None
+
+
+def heard(text: str, lang: str) -> str:
+    """`text`, an English message that a catalogue row's template made (the lesson's module speaks English only),
+    said in `lang`, its fields translated in turn; as it is where no row made it."""
+    if lang == "en":
+        return text
+    rows = catalogue(lang)
+    for english, translated in rows.items():
+        match = (pattern := _pattern(english)) and pattern.fullmatch(text)
+        if match:
+            fields = {}
+            for name, value in match.groupdict().items():  # a row is stripped: " (the setting device)", which
+                said = heard(value.strip(), lang)  # follows a name in English, has no blank before it in Chinese
+                fields[name] = said if said != value.strip() else value
+            return "".join(literal + (fields[name] if name is not None else "")
+                           for literal, name, *_ in string.Formatter().parse(translated))  # fmt: skip
+    return text
+
+
 def speaking(start: Callable) -> Callable:
     """`start`, whose errors raised with a Said message come out in its `lang` (or SERIES_LANG's)."""
 
@@ -108,9 +143,12 @@ def speaking(start: Callable) -> Callable:
             return start(*args, lang=lang, **kwargs)
         except Exception as err:
             said, lang = err.args[0] if err.args else None, lang or os.environ.get("SERIES_LANG") or "en"
-            if not isinstance(said, Said) or lang == "en":
+            if lang == "en" or not isinstance(said, (Said, str)):
                 raise
-            raise type(err)(said(lang)) from None
+            translated = said(lang) if isinstance(said, Said) else heard(said, lang)
+            if translated == said:
+                raise
+            raise type(err)(translated) from None
 
     return wrapper
 

@@ -134,7 +134,7 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
                 "top of the notebook (or pass another to a headless run: {headless})",
                 name=name, words=words, value=_shown(value), headless=headless))  # fmt: skip
     if "device" in accepts and namespace.get("device") not in (None, AUTO):
-        helpers.as_device(namespace["device"], Said(" (the setting device)"))
+        helpers.as_device(namespace["device"], " (the setting device)")
 
 
 def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
@@ -437,7 +437,8 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
         made["WORK"].mkdir(parents=True, exist_ok=True)
         if spec.runs_in:
             claim(made["WORK"] / spec.runs_in, notebook)
-    lines = {said_in: {"text/plain": helpers.describe_run(device, said_in)} for said_in in helpers_exercises.LANGUAGES}
+    line = helpers.describe_run(device)
+    lines = {said_in: {"text/plain": helpers_exercises.heard(line, said_in)} for said_in in helpers_exercises.LANGUAGES}
     helpers_exercises.say(lines, lang or os.environ.get("SERIES_LANG") or "en")
     if "exercises" in spec.returns:
         made["exercises"] = tuple(helpers_exercises.exercises(notebook, namespace, lang))

@@ -1126,12 +1126,34 @@ def _fields(template: str) -> list[str]:
     return sorted(f"{name}!{conversion}:{spec}" for _, name, spec, conversion in parsed if name)
 
 
-def test_the_chinese_catalogue_translates_every_text_with_the_same_fields():
-    """notebooks/zh/messages.md has one row per English text the module says, keeping each field as it is."""
+def _lesson_module_says(monkeypatch) -> list[str]:
+    """What the lesson's module says in English (it knows no catalogue) that a Chinese set-up translates by `heard`:
+    its run line on a CPU and on a GPU, and its refusals of a device."""
+    said = [helpers.describe_run("cpu")]
+    for device in ("tpu", "cuda:7"):
+        with pytest.raises(ValueError) as refused:
+            helpers.as_device(device, " (the setting device)")
+        said.append(str(refused.value))
+    monkeypatch.setattr(helpers, "_accelerator", lambda: torch.device("cuda"))
+    monkeypatch.setattr(helpers, "accelerator_count", lambda: 1)
+    props = types.SimpleNamespace(name="Tesla T4", total_memory=15 * 2**30, major=7, minor=5)
+    monkeypatch.setattr(torch.cuda, "get_device_properties", lambda index: props)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    return said + [helpers.describe_run("cuda")]
+
+
+def test_the_chinese_catalogue_translates_every_text_with_the_same_fields(monkeypatch):
+    """notebooks/zh/messages.md has one row per English text the modules say, keeping each field as it is; the lesson's
+    module's English lines come out in Chinese, every part of them."""
     texts, rows = _templates(), helpers_exercises.catalogue("zh")
     assert len(texts) > 120 and "Not yet" in texts and UNANSWERED.removeprefix("Your turn: ") in texts
     assert [t for t in texts if t not in rows] == [], "add a row to notebooks/zh/messages.md for each"
-    assert [t for t in rows if t not in texts] == [], "no row for a text the module no longer says"
+    lines = _lesson_module_says(monkeypatch)
+    heard = [helpers_exercises.heard(line, "zh") for line in lines]
+    assert [line for line, zh in zip(lines, heard) if re.search(r"\b(the|is|this|on|with)\b", zh)] == [], "Chinese"
+    made = [t for t in rows if t not in texts and any(helpers_exercises._pattern(t).search(line) for line in lines)]
+    assert [t for t in rows if t not in texts and t not in made] == [], "no row for a text no module says any more"
+    texts += made
     for english in texts:
         assert _fields(rows[english]) == _fields(english), (english, rows[english])
     assert rows["Not yet"] == "还不对" and rows["Correct"] == "正确"
