@@ -46,8 +46,9 @@ def _check_selection(args: argparse.Namespace) -> None:
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}{quoting}")
     if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
         raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
-    if args.out and args.command not in ("run", "prepare", "data"):
-        raise SystemExit(f"--out is an option of `run`, `prepare` and `data` only; {args.command} has no folder")
+    if args.out and args.command not in ("run", "prepare", "data", "times"):
+        only = "`run`, `prepare`, `data` and `times`"
+        raise SystemExit(f"--out is an option of {only} only; {args.command} has no folder")
     if args.lang and args.command != "translate":
         raise SystemExit(f"--lang is an option of `translate` only; {args.command} has no language to choose")
     if args.parameter:

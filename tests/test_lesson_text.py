@@ -305,3 +305,30 @@ def test_speedrun_is_defined_where_09_first_uses_it():
     first = text.index("速通")
     assert text[first:].startswith("速通**（speedrun，"), "define 速通 where it first appears"
     assert "| speedrun | 速通 |" in (ZH / "README.md").read_text(encoding="utf-8"), "and in the glossary"
+
+
+# ---------------------------------------------------------------------------- how long it takes
+
+
+def _readme_times(path: Path) -> dict[str, list[int]]:
+    """Each notebook's minutes in a README's table: [lesson part, in all] for 02-06, [in all] for the others."""
+    rows = re.findall(r"^\| (\d\d) \|.*\| ([^|]*\d[^|]*) \|$", path.read_text(encoding="utf-8"), re.MULTILINE)
+    return {number: [int(n) for n in re.findall(r"\d+", time)] for number, time in rows}
+
+
+@pytest.mark.parametrize("readme", [REPO / "README.md", ZH / "README.md"], ids=["en", "zh"])
+def test_the_readmes_times_are_the_measured_ones(readme):
+    """The README's minutes agree, to its rounding, with `series.py times`: prose at 150 words a minute, code at 10
+    lines a minute, 10 minutes an exercise (a run adds under a minute per notebook on a CPU, and is left out here)."""
+    from serieslib.times import MINUTES_PER_EXERCISE, times
+
+    stated = _readme_times(readme)
+    assert sorted(stated) == [stem[:2] for stem in NOTEBOOKS], "a time for every notebook"
+    for row in times():
+        measured = [row["minutes"] + MINUTES_PER_EXERCISE * row["exercises"]]
+        measured = [row["lesson_minutes"], *measured] if "lesson_minutes" in row else measured
+        said = stated[row["notebook"][:2]]
+        assert len(said) == len(measured) and all(abs(s - m) <= 4 for s, m in zip(said, measured)), (
+            f"{readme.name}, {row['notebook']}: says {said} min, measured {[round(m) for m in measured]} "
+            "(python notebooks/series.py times)"
+        )

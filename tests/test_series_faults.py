@@ -100,7 +100,7 @@ def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path)
 
 def test_out_and_lang_are_refused_where_a_command_has_no_use_for_them(monkeypatch):
     monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
-    refused = "--out is an option of `run`, `prepare` and `data` only; refresh has no folder"
+    refused = "--out is an option of `run`, `prepare`, `data` and `times` only; refresh has no folder"
     with pytest.raises(SystemExit, match=refused):
         series.main(["refresh", "--out", "runs/x"])
     with pytest.raises(SystemExit, match="--lang is an option of `translate` only; run has no language"):

@@ -1,4 +1,5 @@
-"""How long each notebook takes a learner: prose at 150 words a minute, code at 10 lines a minute, plus its run time."""
+"""How long each notebook takes a learner: prose at 150 words a minute, code at 10 lines a minute, plus its run time;
+with its exercises, an estimate of 10 minutes each."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import nbformat
 
 from .pages import notebook_paths
 
-WORDS_PER_MINUTE, LINES_PER_MINUTE = 150, 10
+WORDS_PER_MINUTE, LINES_PER_MINUTE, MINUTES_PER_EXERCISE = 150, 10, 10
 SKIPPED = {"parameters", "setup", "nav"}  # the settings, the set-up and the links to the neighbours: run, not read
 
 
@@ -51,12 +52,18 @@ def times(run: Path | None = None) -> list[dict]:
 
 def table(rows: list[dict]) -> str:
     """The rows as MAINTAINERS.md shows them, with the totals."""
-    lines = ["| notebook | lesson part (min) | in all (min) | of which run (s) | exercises |", "|---|---|---|---|---|"]
+    lines = [
+        "| notebook | lesson part (min) | in all (min) | of which run (s) | exercises | with exercises (min) |",
+        "|---|---|---|---|---|---|",
+    ]
     for r in rows:
         lesson = f"{r['lesson_minutes']:.0f}" if "lesson_minutes" in r else "-"
-        lines.append(f"| {r['notebook']} | {lesson} | {r['minutes']:.0f} | {r['run_s']:.0f} | {r['exercises']} |")
+        done = r["minutes"] + MINUTES_PER_EXERCISE * r["exercises"]
+        cells = (r["notebook"], lesson, f"{r['minutes']:.0f}", f"{r['run_s']:.0f}", r["exercises"], f"{done:.0f}")
+        lines.append("| " + " | ".join(map(str, cells)) + " |")
     lesson = sum(r.get("lesson_minutes", r["minutes"] if r["notebook"].startswith("01") else 0) for r in rows)
     total, run_s, count = (sum(r[key] for r in rows) for key in ("minutes", "run_s", "exercises"))
-    lines.append(f"| the lesson (01, and 02-06's lesson parts) | {lesson:.0f} | | | |")
-    lines.append(f"| the whole series | | {total:.0f} | {run_s:.0f} | {count} |")
+    lines.append(f"| the lesson (01, and 02-06's lesson parts) | {lesson:.0f} | | | | |")
+    done = total + MINUTES_PER_EXERCISE * count
+    lines.append(f"| the whole series | | {total:.0f} | {run_s:.0f} | {count} | {done:.0f} |")
     return "\n".join(lines)
