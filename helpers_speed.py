@@ -108,7 +108,8 @@ def compare_pipelines(
     one_thread: bool = True,
 ) -> list[dict]:
     """Train the lesson's model with `fit` on each pipeline's loaders (`make(device, seed)` gives (train, val)), on each
-    device, one epoch each in turn; on a CPU, with `one_thread`, the pipeline "resident" also with one thread.
+    device, one epoch each in turn; on a CPU, with `one_thread`, the pipeline "resident" also with one thread (a row
+    whose `default_threads` is False: where PyTorch has one thread anyway, there is no such row).
 
     A row per configuration: the median epoch with its spread, the median seconds of training alone, the validation
     accuracy after the last epoch, and the speed-up over "as_taught" on the same device.
@@ -118,16 +119,17 @@ def compare_pipelines(
     runs = []
     for device in map(as_device, devices):
         threads = torch.get_num_threads() if device.type == "cpu" else None
-        configs = [(name, threads) for name in pipelines]
+        configs = [(name, threads, True) for name in pipelines]
         if one_thread and threads and threads > 1 and "resident" in pipelines:
-            configs.append(("resident", 1))
-        for name, n in configs:
+            configs.append(("resident", 1, False))
+        for name, n, own in configs:
             seed_everything(seed)
             loaders, model = pipelines[name](device, seed), to_device(MnistModel(), device)
-            runs.append({"pipeline": name, "device": str(device), "threads": n, "fit": (model, *loaders), "h": []})
+            row = {"pipeline": name, "device": str(device), "threads": n, "default_threads": own}
+            runs.append(row | {"fit": (model, *loaders), "h": []})
     take_turns({i: partial(_fit_epoch, run, lr) for i, run in enumerate(runs)}, epochs)
     rows = [
-        {"pipeline": run["pipeline"], "device": run["device"], "threads": run["threads"]}
+        {k: run[k] for k in ("pipeline", "device", "threads", "default_threads")}
         | epoch_times([h["epoch_s"] for h in run["h"]])
         | {"train_s": statistics.median(h["train_s"] for h in run["h"]), "val_acc": run["h"][-1]["val_acc"]}
         for run in runs

@@ -34,6 +34,7 @@ def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatc
     assert pipelines[:2] == [(p, torch.get_num_threads()) for p in ("as_taught", "resident")]
     if torch.get_num_threads() > 1:
         assert pipelines[2] == ("resident", 1)
+    assert [r["default_threads"] for r in rows] == [r["threads"] == torch.get_num_threads() for r in rows]
     models = list(dict.fromkeys(order))
     assert len(models) == len(rows) and order == models * 2, "one epoch each, taking turns: A B C A B C"
     taught = rows[0]
