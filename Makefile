@@ -45,15 +45,18 @@ lab: $(LEARNER_VENV)
 run: $(VENV) data
 	$(PY) notebooks/series.py run $(ARGS)
 
-## Lint, then two pytest sessions side by side (a core each, on 2 cores): nbval executes every notebook once (small
-## settings, set in each copy in runs/test/prepared/ as papermill -p sets them), compares its checked cells with the
-## committed outputs, and test_notebooks.py checks the notebooks' results (its log is printed after the other
-## session's); the other session runs every other test. `make test ARGS="-m cuda"`: the GPU tests alone.
+## Lint, then two pytest sessions side by side, each with half the cores as PyTorch's threads (OMP_NUM_THREADS: two
+## sessions that each take every core slow each other down several times over): nbval executes every notebook once
+## (small settings, set in each copy in runs/test/prepared/ as papermill -p sets them), compares its checked cells
+## with the committed outputs, and test_notebooks.py checks the notebooks' results (its log is printed after the
+## other session's); the other session runs every other test. `make test ARGS="-m cuda"`: the GPU tests alone.
+TEST_THREADS := $(shell n=$$(nproc 2>/dev/null || echo 2); echo $$(( n > 3 ? n / 2 : 1 )))
 NBVAL := -p nbval_results --nbval-lax --nbval-current-env  # tests/nbval_results.py keeps what nbval executes
 
 test: $(VENV) lint data
 	$(PY) notebooks/series.py prepare --out runs/test
-	@PYTHONPATH=tests $(PY) -m pytest -p no:cacheprovider $(NBVAL) runs/test/prepared/*.ipynb tests/test_notebooks.py \
+	@export OMP_NUM_THREADS=$(TEST_THREADS); \
+	PYTHONPATH=tests $(PY) -m pytest -p no:cacheprovider $(NBVAL) runs/test/prepared/*.ipynb tests/test_notebooks.py \
 		$(ARGS) > runs/test/notebooks.log 2>&1 & series=$$!; trap 'kill $$series 2>/dev/null' INT TERM; \
 	PYTHONPATH=tests $(PY) -m pytest tests --ignore=tests/test_notebooks.py $(ARGS); tests=$$?; \
 	echo "== the notebooks (nbval) and test_notebooks.py, when they finish:"; wait $$series; notebooks=$$?; \
