@@ -513,6 +513,22 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
     assert "no code comment reads 'output layer' any more: remove its row" in unused
 
 
+def test_a_scripts_docstring_and_the_code_a_cell_prints_speak_the_translation_too():
+    """10 writes two scripts and prints their diff: the diff shows the comments the Chinese scripts hold."""
+    source = '%%writefile train.py\n"""One process."""\n\nx = 1  # hidden layer\n"no docstring"'
+    script = nbformat.v4.new_code_cell(source)
+    assert translation.code_comments(script) == ["One process.", "hidden layer"]
+    printed = '-x = 1  # hidden layer\n+x = 2  # hidden layer, wider\n-"""One process."""\n# hidden layers\n'
+    diff = nbformat.v4.new_code_cell("print(diff)", outputs=[nbformat.v4.new_output("stream", text=printed)])
+    comments = {"One process.": "一个进程。", "hidden layer": "隐藏层"}
+    translation.localize_code(script, "zh", comments)
+    translation.localize_code(diff, "zh", comments)
+    assert script.source == '%%writefile train.py\n"""一个进程。"""\n\nx = 1  # 隐藏层\n"no docstring"'
+    assert diff.outputs[0]["text"] == (  # only a whole comment or docstring that the cells hold is translated
+        '-x = 1  # 隐藏层\n+x = 2  # hidden layer, wider\n-"""一个进程。"""\n# hidden layers\n'
+    )
+
+
 def test_a_changed_english_comment_stops_the_build_until_it_is_translated(tmp_path):
     path = ENGLISH[5]
     english = nbformat.read(path, as_version=4)

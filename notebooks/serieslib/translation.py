@@ -177,11 +177,14 @@ def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
     if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
         return []
     tokens, before, line, words = [], None, [""], []  # line: the last logical line's words; words: this one's
+    statements = 0  # logical lines so far, a `%%writefile` line not counted
     for token in tokenize.generate_tokens(io.StringIO(cell.source).readline):
         first = before is not None and before.type == tokenize.INDENT and line[0] in ("def", "class", "async")
+        first = first or (statements == 0 and token.start[1] == 0)  # a script's first statement: its docstring
         if first and token.type == tokenize.STRING and token.start[0] == token.end[0]:
-            tokens.append(token)  # the first statement of a function or class, on one line: its docstring
+            tokens.append(token)  # the first statement of a script, a function or a class, on one line
         if token.type == tokenize.NEWLINE:
+            statements += words[:1] != ["%"]
             line, words = words or [""], []
         elif token.type not in (tokenize.NL, tokenize.COMMENT, tokenize.INDENT, tokenize.DEDENT):
             words.append(token.string)
@@ -235,6 +238,16 @@ def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, 
     ]
 
 
+PRINTED_CODE = re.compile(r'(?m)(# |^[-+ ]?""")(.+?)("""|\n|$)')  # a comment, or a one-line docstring
+
+
+def _printed(match: re.Match, comments: dict[str, str]) -> str:
+    """A comment or a docstring in printed code, translated when it is one of the cells'."""
+    opening, text, closing = match.groups()
+    whole = (opening.startswith("#") and closing != '"""') or (not opening.startswith("#") and closing == '"""')
+    return opening + comments[text] + closing if whole and text in comments else match.group()
+
+
 def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, str] | None = None) -> None:
     """Make a code cell speak `lang`: its comments (from `comments`), its exercises' binding and their outputs."""
     tokens = _reader_comments(cell) if comments is not None else []
@@ -252,6 +265,8 @@ def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, st
         cell.source = "\n".join(lines)
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
+        if output.get("output_type") == "stream" and comments:  # code printed (10's diff of its scripts) as written
+            output["text"] = PRINTED_CODE.sub(lambda m: _printed(m, comments), output["text"])
         translated = output.get("metadata", {}).get("helpers_exercises", {}).get(lang)
         if translated:
             output["data"] = copy.deepcopy(translated)
