@@ -119,13 +119,13 @@ def compare_pipelines(
     runs = []
     for device in map(as_device, devices):
         threads = torch.get_num_threads() if device.type == "cpu" else None
-        configs = [(name, threads, True) for name in pipelines]
+        configs = [(name, threads) for name in pipelines]
         if one_thread and threads and threads > 1 and "resident" in pipelines:
-            configs.append(("resident", 1, False))
-        for name, n, own in configs:
+            configs.append(("resident", 1))
+        for name, n in configs:
             seed_everything(seed)
             loaders, model = pipelines[name](device, seed), to_device(MnistModel(), device)
-            row = {"pipeline": name, "device": str(device), "threads": n, "default_threads": own}
+            row = {"pipeline": name, "device": str(device), "threads": n, "default_threads": n == threads}
             runs.append(row | {"fit": (model, *loaders), "h": []})
     take_turns({i: partial(_fit_epoch, run, lr) for i, run in enumerate(runs)}, epochs)
     rows = [

@@ -238,14 +238,14 @@ def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, 
     ]
 
 
-PRINTED_CODE = re.compile(r'(?m)(# |^[-+ ]?""")(.+?)("""|\n|$)')  # a comment, or a one-line docstring
+# In printed code (10's diff of its scripts): a comment to the end of its line, and a one-line docstring.
+PRINTED_CODE = (re.compile(r"(?m)(# )(.+)()$"), re.compile(r'(?m)^([-+ ]?""")(.+)(""")$'))
 
 
 def _printed(match: re.Match, comments: dict[str, str]) -> str:
     """A comment or a docstring in printed code, translated when it is one of the cells'."""
     opening, text, closing = match.groups()
-    whole = (opening.startswith("#") and closing != '"""') or (not opening.startswith("#") and closing == '"""')
-    return opening + comments[text] + closing if whole and text in comments else match.group()
+    return opening + comments[text] + closing if text in comments else match.group()
 
 
 def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, str] | None = None) -> None:
@@ -266,7 +266,8 @@ def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, st
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream" and comments:  # code printed (10's diff of its scripts) as written
-            output["text"] = PRINTED_CODE.sub(lambda m: _printed(m, comments), output["text"])
+            for printed in PRINTED_CODE:
+                output["text"] = printed.sub(lambda m: _printed(m, comments), output["text"])
         translated = output.get("metadata", {}).get("helpers_exercises", {}).get(lang)
         if translated:
             output["data"] = copy.deepcopy(translated)
