@@ -7,7 +7,7 @@ LEARNER_VENV := .venv/.learner-$(shell cksum < requirements.txt | cut -d' ' -f1)
 VENV := .venv/.installed-$(shell cat requirements.txt requirements-dev.txt | cksum | cut -d' ' -f1)
 export HELPERS_PROGRESS ?= 0
 
-.PHONY: data run test unit test-colab gpu-check lint bench speedrun notebooks venv lab browser-test site site-test
+.PHONY: data run test unit test-colab gpu-check lint bench notebooks venv lab browser-test site site-test
 
 venv: $(VENV)
 
@@ -97,13 +97,11 @@ lint: $(VENV)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
-## Seconds per epoch of each input pipeline on each device, side by side (runs/bench/).
-## `make bench ARGS=--ddp`: one process against two data-parallel ones, and communication's share.
+## The benchmarks are notebooks 09-11's own measurements, run with more epochs: input pipelines, processes and speed
+## features side by side, on every device present (runs/bench/: the executed notebooks, whose tables go into
+## MAINTAINERS.md by hand). `make bench ARGS="-p bench_epochs 9"` sets more.
 bench: $(VENV) data
-	$(PY) helpers_cli.py bench $(ARGS)
-
-speedrun: $(VENV) data
-	$(PY) helpers_cli.py speedrun
+	$(PY) notebooks/series.py run 09_cpu_vs_gpu 10_many_gpus 11_gpu_speed --out runs/bench -p bench_epochs 5 $(ARGS)
 
 ## Re-execute the committed notebooks in place, so their stored outputs match the code; rebuild notebooks/zh/.
 notebooks: $(VENV) data

@@ -39,9 +39,7 @@ def benchmark_ddp(
     epochs: int = 3,
     limit: int | None = 10_000,
     device: str = "cpu",
-    out_dir: str | Path | None = "runs/bench",
     seed: int = LESSON.seed,
-    verbose: bool = True,
 ) -> list[dict]:
     """Seconds per epoch of one process against `nprocs` DDP ones, and communication's share of a step.
 
@@ -61,13 +59,7 @@ def benchmark_ddp(
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "rows.json"
         torch.multiprocessing.spawn(_ddp_bench_worker, args=(nprocs, settings, str(out)), nprocs=nprocs)
-        rows = json.loads(out.read_text())
-    if verbose:
-        print(format_ddp(rows))
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        (Path(out_dir) / "ddp.json").write_text(json.dumps(rows, indent=2) + "\n")
-    return rows
+        return json.loads(out.read_text())
 
 
 def _ddp_bench_worker(rank: int, world_size: int, settings: dict, out: str) -> None:

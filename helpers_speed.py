@@ -2,13 +2,11 @@
 (one epoch each in turn; medians, spread and ratios), tables and charts, the speedrun, GPU memory.
 
 The notebooks write what they teach: 09 its loaders and the profiler around the lesson's loop, 11 the training step
-in the shape of PyTorch's automatic mixed precision recipe. `make bench` runs 11's configurations through
-`recipe_epoch`, the same step written once more here, and 09's two input pipelines.
+in the shape of PyTorch's automatic mixed precision recipe. `make bench` runs those notebooks with longer settings.
 """
 
 from __future__ import annotations
 
-import functools
 import importlib
 import logging
 import os
@@ -20,18 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-import torch.nn as nn
-import torch.nn.functional as F
-from torch.utils.data import DataLoader
 
 from helpers import (
     LESSON,
-    Classifier,
-    DeviceDataLoader,
     DeviceResidentLoader,
     MnistModel,
     as_device,
-    available_devices,
     check_hparams,
     evaluate,
     fit,
@@ -151,42 +143,6 @@ def _fit_epoch(run: dict, lr: float) -> None:
         torch.set_num_threads(default_threads)
 
 
-def benchmark_pipelines(
-    root: str | Path = "data",
-    devices: Sequence[str] | None = None,
-    epochs: int = 3,
-    limit: int | None = None,
-    out_dir: str | Path | None = None,
-    seed: int = LESSON.seed,
-    verbose: bool = True,
-) -> list[dict]:
-    """`make bench`'s pipelines, notebook 09's two (the lesson's loaders, `DeviceResidentLoader`), through
-    `compare_pipelines`; printed, and drawn in `out_dir`."""
-    if epochs < 1:
-        raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
-    devices = [as_device(d) for d in (devices or available_devices())]
-    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-
-    def as_taught(device: torch.device, seed: int) -> tuple:
-        kw = {"num_workers": 2, "pin_memory": device.type == "cuda"}
-        generator = torch.Generator().manual_seed(seed)
-        train = DataLoader(train_set, LESSON.batch_size, shuffle=True, generator=generator, **kw)
-        val = DataLoader(val_set, LESSON.val_batch_size, **kw)
-        return DeviceDataLoader(train, device), DeviceDataLoader(val, device)
-
-    def resident(device: torch.device, seed: int) -> tuple:
-        train = DeviceResidentLoader.from_dataset(train_set, LESSON.batch_size, shuffle=True, device=device, seed=seed)
-        return train, DeviceResidentLoader.from_dataset(val_set, LESSON.val_batch_size, device=device)
-
-    rows = compare_pipelines({"as_taught": as_taught, "resident": resident}, devices, epochs, seed)
-    if verbose:
-        print(format_pipelines(rows))
-    if out_dir is not None:
-        Path(out_dir).mkdir(parents=True, exist_ok=True)
-        plot_pipelines(rows).savefig(Path(out_dir) / "bench.png", dpi=100, bbox_inches="tight")
-    return rows
-
-
 def plot_pipelines(rows: Sequence[dict]):
     """Seconds per epoch for each pipeline and device, as horizontal bars; return the Figure."""
     import matplotlib.pyplot as plt
@@ -254,119 +210,6 @@ def speedrun(
     run = {"device": str(device), "batch_size": batch_size, "lr": lr, "momentum": momentum, "epochs": epochs}
     scores = {"val_accs": val_accs, "test_acc": test_acc, "reached": test_acc >= target, "target": target}
     return run | scores | {"train_s": train_s, "data_s": data_s}
-
-
-# ================================================================== speed features (notebook 11, `make bench`)
-
-
-def recipe_epoch(
-    model: nn.Module, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler, loader: Any, dtype, tf32=False
-) -> float:
-    """One epoch of the training step notebook 11 writes, PyTorch's AMP recipe; the last loss, read from the device."""
-    torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
-    for images, labels in loader:
-        with torch.autocast(device_type=images.device.type, dtype=dtype, enabled=dtype is not None):
-            loss = F.cross_entropy(model(images), labels)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
-        optimizer.zero_grad()
-    return loss.item()
-
-
-@functools.cache
-def bf16_native(device: str | torch.device) -> bool:
-    """Whether `device` computes bfloat16 natively: on CUDA as PyTorch says; on a CPU, if a bfloat16 matrix product is
-    measured faster than a float32 one (without AVX-512 BF16 or AMX instructions it is emulated, many times slower)."""
-    device = torch.device(device)
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported(including_emulation=False)
-    tries = [(product_ms(torch.float32, device), product_ms(torch.bfloat16, device)) for _ in range(5)]
-    float32_ms, bfloat16_ms = (min(times) for times in zip(*tries))  # taking turns; the least disturbed of each
-    return device.type == "cpu" and bfloat16_ms < float32_ms
-
-
-def product_ms(dtype: torch.dtype, device: str | torch.device, n: int = 512) -> float:
-    """Milliseconds for one n x n matrix product in `dtype` on `device`, after a warm-up."""
-    x = torch.randn(n, n, device=device).to(dtype)
-    (x @ x).sum().item()
-    t0 = time.perf_counter()
-    (x @ x).sum().item()
-    return 1e3 * (time.perf_counter() - t0)
-
-
-def speed_configs(device: str | torch.device) -> dict[str, dict]:
-    """Notebook 11's configurations that `device` runs natively, as `recipe_epoch`'s switches: float32 first."""
-    device = torch.device(device)
-    amp = torch.bfloat16 if bf16_native(device) else torch.float16 if device.type == "cuda" else None
-    configs: dict[str, dict] = {"float32": {}}
-    if device.type == "cuda":
-        configs["tf32"] = {"tf32": True}
-    if amp is not None:
-        configs[str(amp).removeprefix("torch.")] = {"dtype": amp}
-    return configs | {"compile": {"compile": True}}
-
-
-# The two models of notebook 11: (layer sizes, batch size, learning rate).
-SPEED_MODELS = {"small": ((784, 32, 10), 128, 0.5), "wide": ((784, 4096, 4096, 10), 512, 0.1)}
-
-
-def benchmark_speed(
-    root: str | Path = "data",
-    devices: Sequence[str] | None = None,
-    models: Sequence[str] = tuple(SPEED_MODELS),
-    configs: Sequence[str] | None = None,
-    epochs: int = 3,
-    limit: int | None = 10_000,
-    seed: int = LESSON.seed,
-    verbose: bool = True,
-) -> list[dict]:
-    """Notebook 11's comparison for `make bench`: each configuration of `recipe_epoch` (by default those the device
-    runs natively, `speed_configs`) from the same seeded weights and batches, `side_by_side`, per model and device;
-    each row with its validation accuracy."""
-    if epochs < 2:
-        raise ValueError(f"epochs must be at least 2: the first is warm-up, timed apart; got {epochs}")
-    devices = [as_device(d) for d in devices or available_devices()]
-    train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
-    rows = []
-    for device in devices:
-        switches = speed_configs(device) | {"float32": {}, "bfloat16": {"dtype": torch.bfloat16}}
-        val = DeviceResidentLoader.from_dataset(val_set, 1000, device=device)
-        for name in models:
-            sizes, batch_size, lr = SPEED_MODELS[name]
-            runs = {
-                c: _speed_run(switches[c], sizes, batch_size, lr, train_set, device, seed)
-                for c in configs or speed_configs(device)
-            }
-            for row in side_by_side({c: run["epoch"] for c, run in runs.items()}, epochs):
-                model = {"model": "-".join(map(str, sizes)), "batch_size": batch_size, "device": str(device)}
-                rows.append(model | row | {"acc": evaluate(runs[row["config"]]["model"], val)["val_acc"]})
-    if verbose:
-        print(format_speed(rows))
-    return rows
-
-
-def _speed_run(switches: dict, sizes: Sequence[int], batch_size: int, lr: float, train_set, device, seed: int) -> dict:
-    """A fresh seeded model, its optimizer, scaler and loader, and one epoch of `recipe_epoch` with `switches`."""
-    seed_everything(seed)
-    model = to_device(mlp(*sizes), device)
-    train = DeviceResidentLoader.from_dataset(train_set, batch_size, shuffle=True, device=device, seed=seed)
-    dtype = switches.get("dtype")
-    scaler = torch.amp.GradScaler(device.type, enabled=dtype == torch.float16)
-    stepped = torch.compile(model) if switches.get("compile") else model
-    optimizer = torch.optim.SGD(model.parameters(), lr)
-    return {
-        "model": model,
-        "epoch": partial(recipe_epoch, stepped, optimizer, scaler, train, dtype, switches.get("tf32", False)),
-    }
-
-
-def mlp(*sizes: int) -> Classifier:
-    """A feed-forward classifier with ReLU between layers: mlp(784, 4096, 4096, 10) is 784-4096-4096-10."""
-    layers: list[nn.Module] = [nn.Flatten()]
-    for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-        layers += [nn.Linear(n_in, n_out)] + ([nn.ReLU()] if i < len(sizes) - 2 else [])
-    return Classifier(nn.Sequential(*layers))
 
 
 def gpu_memory(device: str | torch.device = "cuda") -> dict[str, int]:

@@ -31,9 +31,8 @@ def test_a_seed_out_of_range_is_refused(seed):
 
 @pytest.mark.parametrize("seed", [-1, 2**63])
 def test_a_seed_is_checked_in_one_place_with_one_wording(seed):
-    """helpers.check_seed says what a seed must be; seed_everything, the command line and the notebooks' settings
-    all refuse a bad one with its words."""
-    import helpers_cli
+    """helpers.check_seed says what a seed must be; seed_everything and the notebooks' settings refuse a bad one with
+    its words."""
     import series_setup
 
     words = "must be a whole number from 0 to 2**63 - 1, such as 42"
@@ -42,14 +41,12 @@ def test_a_seed_is_checked_in_one_place_with_one_wording(seed):
     for check in (
         lambda: helpers.check_seed(seed),
         lambda: helpers.seed_everything(seed),
-        lambda: helpers_cli.main(["--seed", str(seed), "speedrun"]),
         lambda: series_setup.check_settings({"seed": seed}, {"seed": series_setup.SEED_SETTING}),
     ):
         with pytest.raises(ValueError) as refused:
             check()
         refusals.append(str(refused.value))
     assert all(words in refusal for refusal in refusals), refusals
-    assert refusals[2].startswith("--seed must be"), "the command line names its option"
 
 
 # ---------------------------------------------------------------------------- finding the device

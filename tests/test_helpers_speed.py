@@ -1,13 +1,14 @@
-"""helpers_speed.py (notebooks 09 and 11): the benchmarks and the speedrun (their outputs, not their speed); the
-training step that `make bench` runs is the one notebook 11 writes, and each of its switches does what it says."""
+"""helpers_speed.py (notebooks 09 and 11): the comparisons and the speedrun (their outputs, not their speed); and the
+training step notebook 11 writes, each of its switches doing what it says."""
 
-import json
+import functools
 
 import nbformat
 import pytest
 import torch
 import torch.nn.functional as F
 from conftest import REPO, random_images, same_weights
+from torch.utils.data import DataLoader
 
 import helpers
 import helpers_speed
@@ -15,19 +16,27 @@ import helpers_speed
 # -------------------------------------------------------- the input pipelines' benchmark and the speedrun (notebook 09)
 
 
-def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatch):
+def _pipelines(data_root):
+    """09's two pipelines over 2,000 images: the lesson's loaders, and the data kept on the device."""
+    train_set, val_set = helpers.split_dataset(helpers.load_mnist(data_root), limit=2000)
+
+    def as_taught(device, seed):
+        generator = torch.Generator().manual_seed(seed)
+        train = DataLoader(train_set, 128, shuffle=True, generator=generator, num_workers=2)
+        return helpers.DeviceDataLoader(train, device), helpers.DeviceDataLoader(DataLoader(val_set, 256), device)
+
+    def resident(device, seed):
+        train = helpers.DeviceResidentLoader.from_dataset(train_set, 128, shuffle=True, device=device, seed=seed)
+        return train, helpers.DeviceResidentLoader.from_dataset(val_set, 256, device=device)
+
+    return {"as_taught": as_taught, "resident": resident}
+
+
+def test_compare_pipelines_takes_turns_and_draws_its_rows(data_root, monkeypatch):
     order = []
     real_fit = helpers.fit
     monkeypatch.setattr(helpers_speed, "fit", lambda *a, **kw: order.append(a[2]) or real_fit(*a, **kw))
-    rows = helpers_speed.benchmark_pipelines(data_root, devices=["cpu"], epochs=2, limit=2000, out_dir=tmp_path)
-    out = capsys.readouterr().out
-    assert "target" not in out and " met" not in out, "the benchmark measures; the acceptance test judges"
-    import helpers_cli  # here: it imports helpers_ddp, which the other tests need not
-
-    helpers_cli.write_bench(tmp_path / "bench.json", pipelines=rows)  # as `make bench` does, once
-    saved = json.loads((tmp_path / "bench.json").read_text())
-    assert saved["pipelines"] == json.loads(json.dumps(rows)) and saved["machine"] == helpers.describe_device("cpu")
-    assert (tmp_path / "bench.png").stat().st_size > 1000
+    rows = helpers_speed.compare_pipelines(_pipelines(data_root), ["cpu"], epochs=2)
     fields = {"pipeline", "device", "epoch_s", "epoch_s_min", "epoch_s_max", "train_s", "val_acc"}
     assert all(fields | {"speedup_vs_taught"} <= set(r) for r in rows)
     pipelines = [(r["pipeline"], r["threads"]) for r in rows]
@@ -45,20 +54,12 @@ def test_benchmark_writes_rows_and_chart(data_root, tmp_path, capsys, monkeypatc
         assert 0 < r["train_s"] <= r["epoch_s_max"] and 0 <= r["val_acc"] <= 1
     table = helpers_speed.format_pipelines(rows)
     assert table.count("\n") == len(rows) + 1 and "| resident | cpu |" in table
+    assert len(helpers_speed.plot_pipelines(rows).axes[0].patches) >= len(rows)
 
 
-def test_benchmark_rejects_bad_input(data_root):
+def test_compare_pipelines_rejects_bad_input(data_root):
     with pytest.raises(ValueError, match="epochs must be at least 1"):
-        helpers_speed.benchmark_pipelines(data_root, epochs=0, out_dir=None)
-
-
-def test_a_benchmark_on_a_device_that_is_not_one_fails_before_loading_data(tmp_path):
-    import helpers_cli
-
-    argv = ["--data", str(tmp_path / "no-data"), "bench", "--devices", "garbage", "--out", str(tmp_path / "out")]
-    with pytest.raises(ValueError, match="'garbage' is not a device name"):
-        helpers_cli.main(argv)
-    assert not (tmp_path / "no-data").exists()
+        helpers_speed.compare_pipelines(_pipelines(data_root), ["cpu"], epochs=0)
 
 
 def test_speedrun_runs_its_whole_schedule_and_looks_at_the_test_set_once(data_root, monkeypatch):
@@ -86,13 +87,26 @@ def _batches(n=256, size=64, seed=0):
     return [(images[i : i + size], labels[i : i + size]) for i in range(0, n, size)]
 
 
-def _recipe(dtype=None, scaler_on=False, compile=False, seed=0):
-    """A seeded lesson model after one epoch of `recipe_epoch` with these switches, and the loss it returned."""
+@functools.cache
+def _notebook_11(device="cpu"):
+    """The cell of notebook 11 that writes the training step (`train_epoch`) and `accuracy`, executed."""
+    nb = nbformat.read(REPO / "notebooks" / "11_gpu_speed.ipynb", as_version=4)
+    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "def train_epoch(" in c.source]
+    namespace = {"torch": torch, "F": F, "DEVICE": torch.device(device)}
+    exec(cell.source, namespace)
+    return namespace
+
+
+def train_epoch(*args):
+    return _notebook_11()["train_epoch"](*args)
+
+
+def _recipe(dtype=None, scaler_on=False, seed=0):
+    """A seeded lesson model after one epoch of 11's `train_epoch` with these switches, and the loss it returned."""
     torch.manual_seed(seed)
     model = helpers.MnistModel()
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, enabled=scaler_on)
-    stepped = torch.compile(model) if compile else model
-    loss = helpers_speed.recipe_epoch(stepped, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches(), dtype)
+    loss = train_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches(), dtype)
     return model, loss
 
 
@@ -115,7 +129,7 @@ def test_an_enabled_scaler_scales_the_gradients_and_unscales_them_before_the_ste
     seen = []
     model.linear2.weight.register_hook(lambda grad: seen.append(grad.abs().max().item()))
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
-    helpers_speed.recipe_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches()[:1], None)
+    train_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches()[:1], None)
     torch.manual_seed(0)
     bare = helpers.MnistModel()
     F.cross_entropy(bare(_batches()[0][0]), _batches()[0][1]).backward()
@@ -128,7 +142,7 @@ def test_bfloat16_autocast_runs_the_forward_pass_in_bfloat16_and_float32_does_no
         model, dtypes = helpers.MnistModel(), []
         model.linear2.register_forward_hook(lambda module, args, out, seen=dtypes: seen.append(out.dtype))
         scaler = torch.amp.GradScaler("cpu", enabled=False)
-        helpers_speed.recipe_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches(), dtype)
+        train_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches(), dtype)
         assert set(dtypes) == {expected} and model.linear2.weight.dtype == torch.float32, "the weights stay float32"
 
 
@@ -138,26 +152,15 @@ def test_the_tf32_switch_is_set_as_each_epoch_begins():
     before = torch.backends.cuda.matmul.fp32_precision
     try:
         for tf32, precision in ((True, "tf32"), (False, "ieee")):
-            helpers_speed.recipe_epoch(model, optimizer, scaler, _batches()[:1], None, tf32)
+            train_epoch(model, optimizer, scaler, _batches()[:1], None, tf32)
             assert torch.backends.cuda.matmul.fp32_precision == precision
     finally:
         torch.backends.cuda.matmul.fp32_precision = before
 
 
-def test_make_bench_runs_the_step_that_notebook_11_writes():
-    """The notebook's `train_epoch` (its cell, executed) and `recipe_epoch` train the same weights, switch by switch."""
-    nb = nbformat.read(REPO / "notebooks" / "11_gpu_speed.ipynb", as_version=4)
-    (cell,) = [c for c in nb.cells if c.cell_type == "code" and "def train_epoch(" in c.source]
-    namespace = {"torch": torch, "F": F, "DEVICE": torch.device("cpu")}
-    exec(cell.source, namespace)
-    for dtype, scaler_on in ((None, False), (None, True), (torch.bfloat16, False)):
-        module, module_loss = _recipe(dtype, scaler_on)
-        torch.manual_seed(0)
-        model = helpers.MnistModel()
-        scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10, enabled=scaler_on)
-        loss = namespace["train_epoch"](model, torch.optim.SGD(model.parameters(), 0.5), scaler, _batches(), dtype)
-        assert same_weights(model, module) and loss == module_loss, (dtype, scaler_on)
-    assert namespace["accuracy"](model, _batches()) == helpers.evaluate(model, _batches())["val_acc"]
+def test_11s_accuracy_is_evaluates():
+    model, _ = _recipe()
+    assert _notebook_11()["accuracy"](model, _batches()) == helpers.evaluate(model, _batches())["val_acc"]
 
 
 def test_side_by_side_takes_turns_and_times_the_first_epoch_apart(monkeypatch):
@@ -172,61 +175,6 @@ def test_side_by_side_takes_turns_and_times_the_first_epoch_apart(monkeypatch):
         helpers_speed.side_by_side({"a": lambda: None}, 1)
 
 
-def test_benchmark_speed_runs_each_configuration_on_the_same_batches(data_root, monkeypatch):
-    seen, compiled = {}, []
-    real = helpers_speed.recipe_epoch
-
-    def record(model, optimizer, scaler, loader, dtype, tf32=False):
-        seen.setdefault(id(optimizer), []).append(torch.cat([labels for _, labels in loader]))
-        assert scaler.is_enabled() == (dtype == torch.float16)
-        return real(model, optimizer, scaler, loader, dtype, tf32)
-
-    monkeypatch.setattr(helpers_speed, "recipe_epoch", record)
-    monkeypatch.setattr(torch, "compile", lambda model, **kw: compiled.append(model) or model)
-    configs = ["float32", "bfloat16", "compile"]
-    rows = helpers_speed.benchmark_speed(data_root, ["cpu"], ["small"], configs, epochs=2, limit=512, verbose=False)
-    assert [r["config"] for r in rows] == configs and len(compiled) == 1
-    first, second, third = seen.values()
-    assert all(torch.equal(a, b) for a, b in zip(first, second)) and all(map(torch.equal, first, third))
-    assert not torch.equal(first[0], first[1]), "reshuffled every epoch"
-    for r in rows:
-        assert r["model"] == "784-32-10" and r["batch_size"] == 128 and r["first_s"] > 0 and 0 < r["acc"] <= 1
-    assert "| 784-32-10 | 128 | cpu | bfloat16 |" in helpers_speed.format_speed(rows)
-    with pytest.raises(ValueError, match="at least 2"):
-        helpers_speed.benchmark_speed(data_root, ["cpu"], epochs=1)
-
-
-def test_speed_configs_follow_what_each_device_can_do(monkeypatch):
-    helpers_speed.bf16_native.cache_clear()
-    monkeypatch.setattr(helpers_speed, "product_ms", lambda dtype, device: 10.0 if dtype == torch.bfloat16 else 1.0)
-    try:
-        assert list(helpers_speed.speed_configs("cpu")) == ["float32", "compile"], "emulated bfloat16: left out"
-        helpers_speed.bf16_native.cache_clear()
-        monkeypatch.setattr(helpers_speed, "product_ms", lambda dtype, device: 1.0 if dtype == torch.bfloat16 else 4.0)
-        assert helpers_speed.speed_configs("cpu")["bfloat16"] == {"dtype": torch.bfloat16}
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: False)  # a T4
-        assert helpers_speed.speed_configs("cuda") == {
-            "float32": {},
-            "tf32": {"tf32": True},
-            "float16": {"dtype": torch.float16},
-            "compile": {"compile": True},
-        }
-        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100
-        helpers_speed.bf16_native.cache_clear()
-        assert "bfloat16" in helpers_speed.speed_configs("cuda") and "float16" not in helpers_speed.speed_configs(
-            "cuda"
-        )
-    finally:
-        helpers_speed.bf16_native.cache_clear()
-
-
-def test_mlp_layers():
-    model = helpers_speed.mlp(784, 64, 64, 10)
-    assert [m.out_features for m in model.net if isinstance(m, torch.nn.Linear)] == [64, 64, 10]
-    assert sum(isinstance(m, torch.nn.ReLU) for m in model.net) == 2
-    assert model(torch.rand(3, 1, 28, 28)).shape == (3, 10)
-
-
 def test_the_phases_chart_draws_each_pipelines_steps():
     seconds = {"data": 0.02, "forward": 0.01, "backward": 0.01, "optimizer": 0.005}
     fig = helpers_speed.plot_phases({"as_taught": {"seconds": seconds, "steps": 10}})
@@ -238,16 +186,14 @@ def test_the_phases_chart_draws_each_pipelines_steps():
 @pytest.mark.cuda
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_the_recipe_trains_in_16_bits_on_cuda(dtype):
-    if dtype == torch.bfloat16 and not helpers_speed.bf16_native("cuda"):
+    if dtype == torch.bfloat16 and not torch.cuda.is_bf16_supported(including_emulation=False):
         pytest.skip("this GPU has no native bfloat16")
     torch.manual_seed(0)
     model = helpers.to_device(helpers.MnistModel(), "cuda")
     scaler = torch.amp.GradScaler("cuda", enabled=dtype == torch.float16)
     batches = [helpers.to_device(b, "cuda") for b in _batches()]
-    losses = [
-        helpers_speed.recipe_epoch(model, torch.optim.SGD(model.parameters(), 0.5), scaler, batches, dtype)
-        for _ in range(3)
-    ]
+    step = _notebook_11("cuda")["train_epoch"]
+    losses = [step(model, torch.optim.SGD(model.parameters(), 0.5), scaler, batches, dtype) for _ in range(3)]
     assert all(torch.isfinite(torch.tensor(losses))) and losses[-1] < 2.3
     if dtype == torch.float16:
         assert scaler.get_scale() > 1, "the scale the scaler keeps"
