@@ -13,14 +13,15 @@ original's known flaws fixed:
 * `fit` trains through the model's own `training_step`, and bad input gets one clear error.
 
 Modules of their own import this one, and it never imports them: `helpers_run` (the lesson's run in one call),
-the measurement of 09-11 (`helpers_common`, `helpers_speed`, `helpers_ddp`) and the command line `helpers_cli`;
-`helpers_data` puts the data files in place.
+the measurement of 09-11 (`helpers_common`, `helpers_speed`, `helpers_ddp`); `helpers_data` puts the data files in
+place.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import io
 import itertools
 import math
@@ -30,6 +31,7 @@ import platform
 import random
 import statistics
 import sys
+import tempfile
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -67,10 +69,10 @@ LESSON = LessonSettings()
 # ==================================================================================================
 
 
-def check_seed(seed: Any, name: str = "seed") -> int:
-    """`seed` as an int; a ValueError naming `name` unless it is a whole number from 0 to 2**63 - 1 (notebook 02)."""
+def check_seed(seed: Any) -> int:
+    """`seed` as an int; a ValueError unless it is a whole number from 0 to 2**63 - 1 (notebook 02)."""
     if not isinstance(seed, numbers.Integral) or isinstance(seed, bool) or not 0 <= seed < 2**63:
-        raise ValueError(f"{name} must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
+        raise ValueError(f"seed must be a whole number from 0 to 2**63 - 1, such as 42; got {seed!r}")
     return int(seed)
 
 
@@ -697,11 +699,21 @@ def _explained(error: BaseException) -> Exception | None:
 
 
 def check_save_path(path: str | Path) -> Path:
-    """Make `path`'s folder and check a file can be written there, before any training (notebook 05)."""
+    """Make `path`'s folder and check that a file can be written there, before any training (notebook 05)."""
     path = Path(path).expanduser()
-    helpers_data.check_writable(path.parent, folder=True)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    helpers_data.check_writable(path)
+    file = next((p for p in (path.parent, *path.parents) if p.exists() and not p.is_dir()), None)
+    if path.is_dir() or file is not None:
+        where = f"it is a folder; give a file's path, such as {path / 'lesson.ckpt'}" if file is None else (
+            f"{file} is a file, not a folder; give another path")  # fmt: skip
+        raise ValueError(f"cannot write to {path}: {where}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=path.parent):  # a folder no file can be made in (/proc) fails now
+            pass
+        if path.exists() and not os.access(path, os.W_OK):
+            raise PermissionError(errno.EACCES, "Permission denied")
+    except OSError as err:
+        raise PermissionError(f"cannot write to {path}: {err.strerror}; give a path you can write to") from None
     return path
 
 
@@ -730,7 +742,6 @@ def fit(
     _check_loaders(epochs, train_loader=train_loader, val_loader=val_loader)
     optimizer = opt_func(model.parameters(), lr)
     run = {"epochs": epochs, "lr": lr, "opt_func": getattr(opt_func, "__name__", repr(opt_func))}
-    run["model"] = type(model).__name__  # a checkpoint resumed by another class (a wrapper, say) says so
     checkpoint_path = Path(checkpoint_path).expanduser() if checkpoint_path else None
     history = _resume(checkpoint_path, model, optimizer, train_loader, run) if checkpoint_path else []
     kept = _weights_on_cpu(model)  # the weights of the last completed epoch, put back on an error
@@ -781,13 +792,7 @@ def _weights_on_cpu(model: nn.Module) -> dict[str, torch.Tensor]:
 def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> Iterable:
     """The loader in a tqdm progress bar, unless `progress=False` or HELPERS_PROGRESS=0 turns bars off (notebook 05)."""
     if progress is None:
-        setting = os.environ.get("HELPERS_PROGRESS", "1").strip().lower() or "1"
-        if setting not in ("1", "true", "yes", "on", "0", "false", "no", "off"):
-            raise ValueError(
-                f"HELPERS_PROGRESS must be 1 or 0 (on or off); it is {os.environ['HELPERS_PROGRESS']!r}: set it to "
-                "0 or 1"
-            )
-        progress = setting in ("1", "true", "yes", "on")
+        progress = os.environ.get("HELPERS_PROGRESS", "1") != "0"
     if not progress:
         return loader
     from tqdm.auto import tqdm
@@ -880,14 +885,6 @@ def _set_rng_state(state: dict, loader: Any) -> None:
         gen.set_state(state["loader"])
 
 
-def _optimizer_name(optimizer: Any) -> str:
-    """The optimizer's class name; inside a wrapper that keeps it as `.optimizer` (as Accelerate's does), its own.
-
-    A checkpoint records the optimizer that holds the state, so that it resumes with or without the wrapper.
-    """
-    return type(getattr(optimizer, "optimizer", optimizer)).__name__
-
-
 def save_checkpoint(
     path: str | Path,
     model: nn.Module,
@@ -909,7 +906,7 @@ def save_checkpoint(
         "format": CHECKPOINT_FORMAT,
         "model": model.state_dict(),
         "optimizer": optimizer.state_dict() if optimizer is not None else None,
-        "optimizer_class": _optimizer_name(optimizer) if optimizer is not None else None,
+        "optimizer_class": type(optimizer).__name__ if optimizer is not None else None,
         "epoch": int(epoch),
         "history": [dict(h) for h in history],
         "untrained_first": bool(untrained_first),
@@ -948,15 +945,10 @@ CHECKPOINT_KEYS = ("model", "optimizer", "epoch", "history")
 def _check_checkpoint(path: Path, state: Any) -> None:
     """Raise a ValueError that says why `state` is not a checkpoint this version of helpers can load."""
     found = state.get("format") if isinstance(state, dict) else None
-    if isinstance(found, str) and found.startswith("helpers-checkpoint-") and found != CHECKPOINT_FORMAT:
-        raise ValueError(
-            f"{path} was written in checkpoint format {found!r}, and this helpers.py reads {CHECKPOINT_FORMAT!r}: "
-            "update helpers.py (git pull, or fetch the series again) to the version that wrote it"
-        )
     if isinstance(state, dict) and state and all(isinstance(v, torch.Tensor) for v in state.values()):
         raise ValueError(
-            f"{path} holds a model's weights alone (a state_dict, as torch.save(model.state_dict()) and the command "
-            "line's --save write), not a checkpoint with its history: load the weights with "
+            f"{path} holds a model's weights alone (a state_dict, as torch.save(model.state_dict()) writes), not "
+            "a checkpoint with its history: load the weights with "
             "model.load_state_dict(torch.load(path, weights_only=True)), or save a checkpoint with save_checkpoint"
         )
     if found != CHECKPOINT_FORMAT:
@@ -968,11 +960,11 @@ def _check_checkpoint(path: Path, state: Any) -> None:
 def _load_optimizer(path: Path, state: dict, optimizer: torch.optim.Optimizer) -> None:
     """Load the optimizer state, or leave the optimizer as it was and say why it does not fit."""
     saved, own = state["optimizer"]["param_groups"], optimizer.state_dict()["param_groups"]
-    other_class = state.get("optimizer_class") not in (None, _optimizer_name(optimizer))
+    other_class = state.get("optimizer_class") not in (None, type(optimizer).__name__)
     if other_class or [set(g) for g in saved] != [set(g) for g in own]:
         raise ValueError(
             f"{path} holds the state of {state.get('optimizer_class') or 'another optimizer'}, which does not fit "
-            f"this {_optimizer_name(optimizer)}: resume with the optimizer that wrote it, or start a new checkpoint"
+            f"this {type(optimizer).__name__}: resume with the optimizer that wrote it, or start a new checkpoint"
         )
     optimizer.load_state_dict(state["optimizer"])
 
@@ -1058,11 +1050,6 @@ def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer
         _set_rng_state(saved["rng"], loader)
     shown = helpers_data.display_path(Path(path))  # short: relative where it can be
     print(f"Resuming from {shown}: {done} of {hparams['epochs']} epochs already done")
-    if before.get("model") not in (None, hparams["model"]):
-        print(
-            f"Resuming a {before['model']} run as {hparams['model']}: the weights and the optimizer's state carry "
-            "over; what only one of the two keeps starts again"
-        )
     return list(saved["history"])[:done]
 
 
@@ -1356,7 +1343,3 @@ class DeviceResidentLoader:
             if images.dtype == torch.uint8:
                 images = images.to(torch.float32).div_(255)
             yield images, self.labels[idx]
-
-
-if __name__ == "__main__":
-    sys.exit("helpers.py is the lesson's module; the command line is helpers_cli.py: python helpers_cli.py --help")

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import glob
 import os
 import socket
-import tempfile
 from pathlib import Path
-from typing import Any
 
 from torchvision.datasets import MNIST, FashionMNIST
 
@@ -35,7 +32,6 @@ def atomic_write(path: Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OSError(err.errno, f"cannot create the folder for {path}: {err.strerror}") from None
-    _remove_stale_temporaries(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         with open(tmp, "wb") as f:
@@ -48,30 +44,6 @@ def atomic_write(path: Path, data: bytes) -> None:
             tmp.unlink(missing_ok=True)
         fix = {errno.ENOSPC: "free some disk space"}.get(err.errno, "check that the folder exists and is writable")
         raise OSError(err.errno, f"cannot write {path}: {err.strerror or err}; {fix}, or choose another path") from None
-
-
-def _remove_stale_temporaries(path: Path) -> None:
-    """Delete temporary files that writes of `path` by processes no longer running left behind (kill -9)."""
-    if os.name != "posix":  # checking whether a process runs is a POSIX signal-0 probe
-        return
-    for tmp in path.parent.glob(f".{glob.escape(path.name)}.tmp-*"):
-        pid = tmp.name.rsplit("-", 1)[1]
-        if pid.isdigit() and int(pid) != os.getpid() and not process_alive(int(pid)):
-            with contextlib.suppress(OSError):
-                tmp.unlink()
-
-
-def process_alive(pid: Any) -> bool:
-    """Whether the process `pid` runs on this machine (never asked off POSIX: on Windows os.kill would end it)."""
-    if not isinstance(pid, int) or os.name != "posix":
-        return False
-    try:
-        os.kill(pid, 0)  # signal 0: only asks
-    except ProcessLookupError:
-        return False
-    except OSError:  # it runs, as another user
-        return True
-    return True
 
 
 def is_plain_path(value: str | Path) -> bool:
@@ -159,35 +131,3 @@ def ensure_mnist(root: str | Path = "data", *, setting: str | None = None) -> Pa
 def ensure_fashion_mnist(root: str | Path = "data", *, setting: str | None = None) -> Path:
     """As `ensure_mnist`, for Fashion-MNIST (`<root>/FashionMNIST/raw`)."""
     return _ensure(root, FashionMNIST, setting)
-
-
-def check_writable(path: str | Path, folder: bool = False) -> None:
-    """Fail before any work if the file `path` (with `folder`, a folder made when missing) cannot be written.
-
-    A symbolic link is checked where it points, and the folder by making a file there and removing it, so that a
-    link into a folder that is not there, or a folder no file can be made in (/proc), fails now, not after training.
-    """
-    path = Path(path).expanduser()
-    where = f"{path} (a link to {os.path.realpath(path)})" if path.is_symlink() else str(path)
-    path = Path(os.path.realpath(path)) if path.is_symlink() else path
-    kind = "folder" if folder else "file"
-    if path.exists() and path.is_dir() != folder:
-        raise ValueError(f"cannot write to {where}: it is a {'file' if folder else 'folder'}; give a {kind} path")
-    wanted = path if folder else path.parent
-    parent = next(p for p in (wanted, *wanted.parents) if p.exists())  # the nearest folder there is
-    if not parent.is_dir():
-        raise NotADirectoryError(f"cannot write to {where}: {parent} is a file, not a folder; give another path")
-    if parent != wanted and not folder:
-        raise FileNotFoundError(
-            f"cannot write to {where}: the folder {wanted} does not exist; create it (mkdir -p {wanted}) "
-            "or give a path in an existing folder"
-        )
-    fix = "give a path you can write to, or change its permissions"
-    if not os.access(parent, os.W_OK | os.X_OK) or (path.is_file() and not os.access(path, os.W_OK)):
-        raise PermissionError(f"cannot write to {where}: {path if path.is_file() else parent} is not writable; {fix}")
-    try:
-        with tempfile.TemporaryFile(dir=parent):
-            pass
-    except OSError as err:
-        message = f"cannot write to {where}: no file can be made in {parent} ({err.strerror}); {fix}"
-        raise PermissionError(message) from None

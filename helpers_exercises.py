@@ -89,7 +89,7 @@ class Said:
         # is stripped: " (the setting device)", which follows a name in English, has no blank before it in Chinese
         if not self.fields:
             return text
-        fields = {name: v(lang) if isinstance(v, Said) else _printable(v) for name, v in self.fields.items()}
+        fields = {name: v(lang) if isinstance(v, Said) else v for name, v in self.fields.items()}
         try:
             return text.format(**fields)
         except Exception:  # a value that cannot be shown as the template asks: said by its kind, never an exception
@@ -177,23 +177,6 @@ class Shown:
 
     def __getitem__(self, key: Any) -> Shown:
         return self
-
-
-def _digits(value: int) -> int:
-    """How many decimal digits a whole number has, without writing it out (Python refuses past 4,300 digits)."""
-    estimate = max(1, math.floor(abs(value).bit_length() * math.log10(2)))
-    return estimate + (abs(value) >= 10**estimate)
-
-
-def _printable(value: Any) -> Any:
-    """`value`, with every whole number too long to print (inside tuples, lists and dicts too) said by its length."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value).bit_length() > 10_000:
-        return Shown(f"a whole number of {_digits(value):,} digits")
-    if isinstance(value, (tuple, list)):
-        return type(value)(_printable(v) for v in value) if type(value) in (tuple, list) else value
-    if isinstance(value, dict):
-        return {k: _printable(v) for k, v in value.items()}
-    return value
 
 
 class NotYet(Exception):
@@ -366,9 +349,6 @@ def number(value: Any, name: str) -> float | int:
         value = value.item()
     wrong(isinstance(value, bool) or not isinstance(value, (int, float)), "{name} is {found!r}, a {kind}; it should "
           "be one number", name=name, found=value, kind=_kind(value))  # fmt: skip
-    wrong(isinstance(value, int) and abs(value) > 2**53, "{name} is a number with {digits:,} digits, far too large "
-          "for what it counts: look at how your cell computes it", name=name,
-          digits=_digits(value) if isinstance(value, int) else 0)  # fmt: skip
     wrong(not math.isfinite(value), "{name} is {found}, not a finite number: look at how your cell computes it",
           name=name, found=value)  # fmt: skip
     return value

@@ -6,14 +6,12 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Sequence
 from functools import partial
 from pathlib import Path
 
 import torch
 
-import helpers_data
 from helpers import (
     LESSON,
     DeviceResidentLoader,
@@ -36,13 +34,10 @@ def train_lesson(
     epochs: Sequence[int] = LESSON.epochs,
     lrs: Sequence[float] = LESSON.lrs,
     limit: int | None = None,
-    save: str | Path | None = None,
     seed: int = LESSON.seed,
     hidden_size: int = 32,
-    *,
-    progress: bool | None = None,
 ) -> dict:
-    """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy; save if asked.
+    """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy.
 
     Returns the trained model, its history and the test loss and accuracy.
     """
@@ -51,9 +46,6 @@ def train_lesson(
     for n, lr in zip(epochs, lrs):
         check_hparams(n, lr)
     device = get_default_device(device)
-    save = Path(save).expanduser() if save else None
-    if save:
-        helpers_data.check_writable(save)  # before any training: a path that cannot be written would lose it
     print(describe_device(device))
     seed_everything(seed)
     train_set, val_set = split_dataset(load_mnist(root), seed=seed, limit=limit)
@@ -64,12 +56,7 @@ def train_lesson(
     model = to_device(MnistModel(784, hidden_size, 10), device)
     history = [evaluate(model, val_loader)]
     for n, lr in zip(epochs, lrs):
-        history += fit(n, lr, model, train_loader, val_loader, progress=progress)
+        history += fit(n, lr, model, train_loader, val_loader)
     test = evaluate(model, test_loader)
     print(f"test: loss {test['val_loss']:.4f}, accuracy {test['val_acc']:.4f}")
-    if save:  # atomically, as save_checkpoint writes: an interrupted save leaves the file as it was, never half
-        weights = io.BytesIO()
-        torch.save(model.state_dict(), weights)
-        helpers_data.atomic_write(save, weights.getvalue())
-        print(f"saved the weights to {helpers_data.display_path(save)}")
     return {"model": model, "history": history, "test_loss": test["val_loss"], "test_acc": test["val_acc"]}

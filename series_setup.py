@@ -15,13 +15,9 @@ from `NOTEBOOKS` below.
 
 from __future__ import annotations
 
-import ast
-import difflib
 import importlib.metadata
-import json
 import os
 import platform
-import tomllib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -137,47 +133,9 @@ def check_settings(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> No
         helpers.as_device(namespace["device"], " (the setting device)")
 
 
-def check_names(namespace: dict[str, Any], accepts: dict[str, Accepts]) -> None:
-    """Refuse a name the settings cell sets that is no setting of the notebook (`sede = 7` beside `seed`), read from
-    the cell as the kernel last ran it (IPython's input history)."""
-    titles = ("# @title Settings", "# @title 设置项")  # the settings cell's title, in each edition
-    ran = [source for source in namespace.get("In") or [] if source.lstrip().startswith(titles)]
-    if not ran:
-        return
-    try:
-        body = ast.parse(ran[-1]).body
-    except SyntaxError:
-        return  # Python itself has said what is wrong, when the cell ran
-    names = [t.id for node in body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)]
-    ran_after = (source for source in namespace["In"][namespace["In"].index(ran[-1]) :])
-    injected = "\n".join(source for source in ran_after if source.lstrip().startswith("# Parameters"))  # papermill's
-    for name in (n for n in names if n not in accepts):
-        close = difflib.get_close_matches(name, list(accepts), n=1, cutoff=0.6)
-        raise ValueError(
-            Said(
-                "the settings cell sets {name}, which is not a setting of this notebook: did you mean {close}? Its "
-                "settings are {names}; change the name in the settings cell, then run it again"
-                if close
-                else "the settings cell sets {name}, which is not a setting of this notebook. Its settings are "
-                "{names}; change the name in the settings cell, then run it again",
-                name=name,
-                close=close[0] if close else "",
-                names=", ".join(accepts),
-            )
-        )
-    for name in (n for n in accepts if n not in names and n in namespace and f"{n} =" not in injected):
-        raise ValueError(Said(
-            "the settings cell no longer sets {name} (its line is commented out or deleted), yet this kernel still "
-            "holds {name} = {value} from an earlier run: put the line back with the value you "
-            "want, then run the notebook from the top", name=name, value=_shown(namespace[name])))  # fmt: skip
-
-
-def _shown(value: Any) -> str | Said:
-    """`value` as a message shows it: its repr, cut short, and never too large to print."""
-    try:
-        text = repr(value)
-    except ValueError:  # an int too large to turn into text (sys.set_int_max_str_digits)
-        return Said("a whole number of about {n:,} digits", n=int(value.bit_length() * 0.30103))
+def _shown(value: Any) -> str:
+    """`value` as a message shows it: its repr, cut short."""
+    text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
 
 
@@ -194,7 +152,6 @@ class Notebook(NamedTuple):
     checkpoint: str = "runs/lesson.ckpt"  # where CHECKPOINT is unless the setting `checkpoint` says otherwise
     saves_checkpoint: bool = False  # the notebook writes CHECKPOINT: checked writable before any training
     work: str = ""  # WORK's folder unless the setting `work_dir` says otherwise
-    runs_in: str = ""  # WORK's subfolder of the runs it resumes: refused while another live kernel holds it
 
 
 COMMON = {"device": DEVICE_SETTING, "seed": SEED_SETTING}
@@ -242,7 +199,6 @@ NOTEBOOKS = {
         WITH_DATA | {"progress": SWITCH_SETTING, "work_dir": PATH_SETTING},
         ("DEVICE", "DATA", "WORK", "exercises"),
         work="runs/checkpoint-demo",
-        runs_in="08-demo",  # the demo's folder (its first cell names it)
     ),
     "09_cpu_vs_gpu": Notebook(
         WITH_DATA
@@ -296,53 +252,22 @@ def series_folder() -> Path:
     return HERE if is_clone(HERE) else Path.cwd()
 
 
-def _project() -> tuple[str, str]:
-    """The version of these modules and the repository they come from: the clone's pyproject.toml, else the
-    installed distribution's metadata (which pip wrote from that file)."""
-    if is_clone(HERE) and (HERE / "pyproject.toml").is_file():
-        with open(HERE / "pyproject.toml", "rb") as file:
-            project = tomllib.load(file)["project"]
-        return project["version"], project["urls"]["Repository"]
+def installed() -> tuple[str, str]:
+    """The installed distribution's version and the repository it comes from (pip wrote both from pyproject.toml)."""
     metadata = importlib.metadata.metadata(DISTRIBUTION)
     urls = dict(url.split(", ", 1) for url in metadata.get_all("Project-URL") or [])
     return metadata["Version"], urls.get("Repository", "")
 
 
-def code_version() -> str:
-    """The version of these modules (git tag v<version>)."""
-    return _project()[0]
-
-
-def _notebook_file(namespace: dict[str, Any]) -> Path | None:
-    """The notebook's own file where its kernel knows it: Jupyter's `__session__`, VS Code's, papermill's."""
-    for key in ("__session__", "__vsc_ipynb_file__", "PAPERMILL_INPUT_PATH"):
-        value = namespace.get(key)
-        if isinstance(value, str) and value.endswith(".ipynb"):
-            return Path(value).expanduser().resolve()
-    return None
-
-
-def check_code(namespace: dict[str, Any], version: str | None) -> None:
-    """Refuse code that is not the notebook's: a learner's own `helpers`, another clone's code, or another version
-    (each says how to get the right one).
-
-    The notebook's clone is the one around its file where the kernel knows it, else the one around the working
-    folder (a headless run): a notebook in a clone runs that clone's code, installed with `pip install -e`.
-    """
+def check_code(version: str | None) -> None:
+    """Refuse code that is not the notebook's: a learner's own `helpers`, or another version installed (each says how
+    to get the right one)."""
     if Path(helpers.__file__).resolve().parent != Path(__file__).resolve().parent:  # installed side by side
         raise ImportError(Said(
             "The `helpers` imported here is {mine}, a module of your own with the series' name, not the "
             "series' {series}. Rename yours (say, to my_helpers.py), restart the kernel, run again",
             mine=helpers.__file__, series=HERE / "helpers.py"))  # fmt: skip
-    notebook = _notebook_file(namespace)
-    around = notebook.parents if notebook else [Path.cwd(), *Path.cwd().parents]
-    clone = next((p for p in around if is_clone(p)), None)
-    if clone is not None and clone != HERE:
-        raise RuntimeError(Said(
-            "This notebook is in the copy of the series at {clone}, but the series' code was imported from {here}. "
-            "Install the copy's own code: run `%pip install -e {clone}` in a cell, restart the kernel, run again",
-            clone=clone, here=HERE))  # fmt: skip
-    if version is not None and clone is None and (found := _project())[0] != version:
+    if version is not None and not is_clone(HERE) and (found := installed())[0] != version:
         raise RuntimeError(Said(
             "This notebook was written for version {version} of the series' code, and version {found} is "
             "installed here. Install its own: run `%pip install --no-deps --force-reinstall "
@@ -370,30 +295,6 @@ def _check_folder(path: Path, setting: str) -> None:
             "cell at the top of the notebook", setting=setting, file=file, instead=instead))  # fmt: skip
 
 
-KERNEL_MARK = ".series-kernel"  # in a folder of runs: the notebook and the kernel (process) that use it
-
-
-def claim(folder: Path, notebook: str) -> None:
-    """Mark `folder` as this kernel's; refuse it while another kernel on this machine that is still running holds it
-    (two kernels that share a work folder would resume, or replace, each other's runs)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    mark = folder / KERNEL_MARK
-    me = {"notebook": notebook, "pid": os.getpid(), "host": platform.node()}
-    try:
-        other = json.loads(mark.read_text())
-    except (OSError, ValueError):
-        other = {}
-    other = other if isinstance(other, dict) else {}
-    another_here = other.get("host") == me["host"] and other.get("pid") != me["pid"]
-    if another_here and helpers_data.process_alive(other.get("pid")):
-        raise RuntimeError(Said(
-            "another kernel (process {pid}) runs {notebook} with this work folder, "
-            "{folder}: this one would resume or replace its runs. Shut that kernel down (Kernel > Shut Down "
-            "Kernel), or set work_dir to another folder in the settings cell",
-            pid=other["pid"], notebook=other.get("notebook"), folder=folder))  # fmt: skip
-    mark.write_text(json.dumps(me))
-
-
 # ==================================================================================================
 # start: the one call of every set-up cell
 # ==================================================================================================
@@ -410,8 +311,7 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     if notebook not in NOTEBOOKS:
         raise ValueError(f"{notebook!r} is not a notebook of the series; they are: {', '.join(NOTEBOOKS)}")
     spec = NOTEBOOKS[notebook]
-    check_code(namespace, version)
-    check_names(namespace, spec.settings)
+    check_code(version)
     check_settings(namespace, spec.settings)
     folder = series_folder()
     given = {name: namespace.get(name) for name in spec.settings}
@@ -435,8 +335,6 @@ def start(notebook: str, namespace: dict[str, Any], version: str | None = None, 
     if "WORK" in spec.returns:
         made["WORK"] = _path(given.get("work_dir"), spec.work, folder)
         made["WORK"].mkdir(parents=True, exist_ok=True)
-        if spec.runs_in:
-            claim(made["WORK"] / spec.runs_in, notebook)
     line = helpers.describe_run(device)
     lines = {said_in: {"text/plain": helpers_exercises.heard(line, said_in)} for said_in in helpers_exercises.LANGUAGES}
     helpers_exercises.say(lines, lang or os.environ.get("SERIES_LANG") or "en")

@@ -424,9 +424,8 @@ def test_03_solutions_pass(capsys):
         ({16: 12_731, 64: 50_890, 128: 101_770, 1024: 814_090}, ["hidden 16: 12,731 is not the model's count"]),
         ({16: 12_730.5, 64: 50_890, 128: 101_770, 1024: 814_090}, ["12730.5; it should be a whole number"]),
         ({16: torch.tensor(12_730), 64: 50_890, 128: 101_770, 1024: math.nan}, ["parameters[1024] is nan"]),
-        ({16: 10**400, 64: 50_890, 128: 101_770, 1024: 814_090}, ["parameters[16] is a number with 401 digits"]),
     ],
-    ids=["no-biases", "first-layer-only", "one-model", "missing-size", "off-by-one", "not-whole", "nan", "huge"],
+    ids=["no-biases", "first-layer-only", "one-model", "missing-size", "off-by-one", "not-whole", "nan"],
 )
 def test_03_parameter_counts_wrong_answers(parameters, facts, capsys):
     not_yet("03_model", 1, {"parameters": parameters}, capsys, *facts)
@@ -928,14 +927,13 @@ def test_09_on_a_cpu_alone(capsys):
             {(1024, "cpu"): 0.25, (1024, "cuda"): 0.2},
             ["seconds[(1024, 'cpu')] is 0.25, which is no epoch's seconds of training in histories[(1024, 'cpu')]"],
         ),
-        ({(1024, "cuda"): 10**5000}, ["seconds[(1024, 'cuda')] is a number with 5,001 digits, far too large"]),
         (
             {(32, "cpu"): 0.75},
             ["seconds[(32, 'cpu')] is the last epoch's 0.750 s; the fastest took 0.250 s", "min(h['train_s']"],
         ),
         ({(32, "cpu"): 1.25}, ["seconds[(32, 'cpu')] is 1.25, which is no epoch's seconds", "keep its fastest"]),
     ],
-    ids=["a-history", "a-result", "negative", "one-model", "huge", "the-last-epoch", "the-first-epoch"],
+    ids=["a-history", "a-result", "negative", "one-model", "the-last-epoch", "the-first-epoch"],
 )
 def test_09_cpu_against_gpu_wrong_answers(answers, facts, capsys):
     """The last epoch's time, not the fastest, is not marked Correct."""
@@ -1178,42 +1176,9 @@ def test_a_language_from_the_environment_names_the_variable(monkeypatch):
 # ------------------------------------------------------------------------------------------------ any value
 
 
-HUGE = 10**5000  # too long for Python to print: str() refuses whole numbers past 4,300 digits
-
-
-@pytest.mark.parametrize(
-    "key, answers, facts",
-    [
-        (
-            ("03_model", 1),
-            {"parameters": {16: HUGE, 64: 1, 128: 1, 1024: 1}},
-            ["parameters[16] is a number with 5,001"],
-        ),
-        (("02_data_loading", 1), {"batches": {32: (HUGE,), 128: 1, 512: 1}}, ["(a whole number of 5,001 digits,)"]),
-        (("02_data_loading", 1), {"batches": {32: (HUGE, 1), 128: 1, 512: 1}}, ["a number with 5,001 digits"]),
-        (
-            ("10_many_gpus", 1),
-            {"without": NO_SET_EPOCH, "no_set_epoch_difference": -HUGE},
-            ["a number with 5,001 digits"],
-        ),
-        (("08_checkpoints", 1), {"completed": HUGE}, ["completed is a number with 5,001 digits"]),
-        (("11_gpu_speed", 1), {"results": {"float32": HUGE, "bfloat16": 0.97}}, ["with 5,001 digits"]),
-    ],
-    ids=["03-count", "02-not-a-pair", "02-pair", "10-exit-code", "08-count", "11-accuracy"],
-)
-def test_an_answer_too_large_to_print_gets_one_line_that_says_so(key, answers, facts, demo, capsys):
-    """Such an answer is named, not passed on as a ValueError about sys.set_int_max_str_digits()."""
-    namespace = right(key, demo, capsys) | answers
-    exercise = helpers_exercises.exercises(*key[:1], namespace)[key[1] - 1]
-    exercise.check()
-    (line,) = capsys.readouterr().out.strip().splitlines()
-    assert all(fact in line for fact in facts) and "set_int_max_str_digits" not in line, line
-
-
 def test_a_message_shows_any_value_and_never_raises():
     said = helpers_exercises.Said("{name} is {found!r}, {found:.4f}, {found[0]:,}", name="x", found=object())
     assert said().startswith("x is a object")
-    assert helpers_exercises.Said("{n:,}", n=-HUGE)() == "a whole number of 5,001 digits"
     assert helpers_exercises.Said("{n:,}", n=2**53)() == "9,007,199,254,740,992"
 
 

@@ -541,14 +541,6 @@ def test_the_resident_loaders_docstring_names_the_notebooks_that_use_it():
     assert summary.endswith(f"(notebooks {lesson[0]:02d}-08; 09 measures it)."), summary
 
 
-@pytest.mark.parametrize("value", ["garbage", "O", "2"])
-def test_a_progress_switch_that_is_neither_on_nor_off_is_named(value, monkeypatch):
-    train, val = small_loaders()
-    monkeypatch.setenv("HELPERS_PROGRESS", value)
-    with pytest.raises(ValueError, match=rf"HELPERS_PROGRESS must be 1 or 0 \(on or off\); it is '{value}'"):
-        helpers.fit(1, 0.1, helpers.MnistModel(), train, val, verbose=False)
-
-
 # ---------------------------------------------------------------------------- a notebook's settings
 
 

@@ -155,7 +155,7 @@ def test_the_set_up_cell_installs_the_series_at_its_tag_and_nothing_else(tmp_pat
 
     ran = installed(
         "import pytorch_gpu_mnist, series_setup, helpers_exercises\n"
-        "print(series_setup.HERE, series_setup.code_version(), series_setup.is_clone(series_setup.HERE))\n"
+        "print(series_setup.HERE, series_setup.installed()[0], series_setup.is_clone(series_setup.HERE))\n"
         "print(len(helpers_exercises.solutions('05_training')))\n"
     )
     here, version, clone, solutions = ran.stdout.split()
