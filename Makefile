@@ -98,8 +98,8 @@ lint: $(VENV)
 	$(PY) -m ruff format --check .
 
 ## The benchmarks are notebooks 09-11's own measurements, run with more epochs: input pipelines, processes and speed
-## features side by side, on every device present (runs/bench/: the executed notebooks, whose tables go into
-## MAINTAINERS.md by hand). `make bench ARGS="-p bench_epochs 9"` sets more.
+## features side by side, on the devices each notebook uses (runs/bench/: the executed notebooks, whose tables go
+## into MAINTAINERS.md by hand). `make bench ARGS="-p bench_epochs 9"` sets more.
 bench: $(VENV) data
 	$(PY) notebooks/series.py run 09_cpu_vs_gpu 10_many_gpus 11_gpu_speed --out runs/bench -p bench_epochs 5 $(ARGS)
 

@@ -701,19 +701,19 @@ def _explained(error: BaseException) -> Exception | None:
 def check_save_path(path: str | Path) -> Path:
     """Make `path`'s folder and check that a file can be written there, before any training (notebook 05)."""
     path = Path(path).expanduser()
-    file = next((p for p in (path.parent, *path.parents) if p.exists() and not p.is_dir()), None)
-    if path.is_dir() or file is not None:
-        where = f"it is a folder; give a file's path, such as {path / 'lesson.ckpt'}" if file is None else (
-            f"{file} is a file, not a folder; give another path")  # fmt: skip
-        raise ValueError(f"cannot write to {path}: {where}")
+    file = next((p for p in path.parents if p.exists() and not p.is_dir()), None)
+    if file is not None:
+        raise ValueError(f"cannot write to {path}: {file} is a file, not a folder; give another path")
+    if path.is_dir():
+        raise ValueError(f"cannot write to {path}: it is a folder; give a file's path, such as {path / 'lesson.ckpt'}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryFile(dir=path.parent):  # a folder no file can be made in (/proc) fails now
             pass
         if path.exists() and not os.access(path, os.W_OK):
             raise PermissionError(errno.EACCES, "Permission denied")
-    except OSError as err:
-        raise PermissionError(f"cannot write to {path}: {err.strerror}; give a path you can write to") from None
+    except OSError as err:  # OSError(errno, ...) is the subclass of that errno: PermissionError, FileExistsError, ...
+        raise OSError(err.errno, f"cannot write to {path}: {err.strerror}; give a path you can write to") from None
     return path
 
 

@@ -122,8 +122,7 @@ def _ensure(root: str | Path, dataset: type, setting: str | None) -> Path:
 def ensure_mnist(root: str | Path = "data", *, setting: str | None = None) -> Path:
     """Make sure MNIST's IDX files are in `<root>/MNIST/raw` (torchvision's download, MD5-checked); return that folder.
 
-    `setting` names where the learner gave `root` ("data_root" in a notebook, "--data" on the command line), so that
-    a message names it too.
+    `setting` names where the learner gave `root` ("data_root" in a notebook), so that a message names it too.
     """
     return _ensure(root, MNIST, setting)
 

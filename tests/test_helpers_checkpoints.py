@@ -282,7 +282,7 @@ def test_a_full_disk_at_a_save_keeps_the_completed_epochs(tmp_path, monkeypatch)
 
 def test_weights_saved_alone_say_how_to_load_them(tmp_path):
     model = helpers.MnistModel()
-    torch.save(model.state_dict(), tmp_path / "w.pt")  # what the command line's --save writes
+    torch.save(model.state_dict(), tmp_path / "w.pt")  # as the lesson saves its weights
     with pytest.raises(
         ValueError, match=r"weights alone .*model.load_state_dict\(torch.load\(path, weights_only=True\)\)"
     ):

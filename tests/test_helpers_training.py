@@ -3,6 +3,7 @@ batches it accepts, evaluate, fit, and the device-resident loader; bad input get
 before any work, and nothing already trained is lost. fit with a checkpoint: test_helpers_checkpoints.py."""
 
 import copy
+import errno
 import re
 import time
 
@@ -548,8 +549,21 @@ def test_a_save_path_is_checked_and_its_folder_made_before_training(tmp_path):
     path = helpers.check_save_path(tmp_path / "runs" / "lesson.ckpt")
     assert path.parent.is_dir() and not path.exists()
     (tmp_path / "file").write_text("")
-    with pytest.raises((OSError, ValueError), match=r"cannot write to .*file.*is a file"):
+    with pytest.raises(ValueError, match=r"cannot write to .*file.*is a file, not a folder; give another path"):
         helpers.check_save_path(tmp_path / "file" / "lesson.ckpt")
+    with pytest.raises(ValueError, match=r"runs: it is a folder; give a file's path, such as .*runs/lesson.ckpt"):
+        helpers.check_save_path(tmp_path / "runs")
+
+
+def test_a_save_path_no_file_can_be_made_in_is_refused_naming_it(tmp_path, monkeypatch):
+    """A read-only folder, or one like /proc: the file that would be made there fails before any training."""
+
+    def refused(*args, **kwargs):
+        raise PermissionError(errno.EACCES, "Permission denied")
+
+    monkeypatch.setattr(helpers.tempfile, "TemporaryFile", refused)
+    with pytest.raises(PermissionError, match=r"cannot write to .*lesson.ckpt: Permission denied; give a path"):
+        helpers.check_save_path(tmp_path / "lesson.ckpt")
 
 
 # ------------------------------------------------------------------- arguments fit cannot use: refused before training

@@ -197,7 +197,7 @@ class _Metadata(dict):
 
 def test_installed_code_of_another_version_is_refused_with_the_install_of_the_right_one(no_work, monkeypatch, tmp_path):
     monkeypatch.setattr(series_setup, "HERE", Path("/site-packages"))
-    monkeypatch.chdir(tmp_path)  # as Colab's /content: no clone around
+    monkeypatch.chdir(tmp_path)  # as Colab's /content
     installed = {"Version": "2026.11.1", "Project-URL": [f"Repository, https://github.com/{pages.GITHUB}"]}
     monkeypatch.setattr(series_setup.importlib.metadata, "metadata", lambda name: _Metadata(installed))
     with pytest.raises(RuntimeError) as raised:
@@ -274,9 +274,6 @@ def test_papermill_started_outside_the_repository_runs_the_repositorys_code_offl
 # ---------------------------------------------------------------------------- settings cells edited by hand
 
 
-SETTINGS_CELL = '# @title Settings { display-mode: "form" }\nsede = 7  # @param {type:"integer"}\nseed = 42\n'
-
-
 def test_a_deleted_settings_cell_is_said_so(no_work):
     with pytest.raises(ValueError, match=r"none of this notebook's settings \(device, seed, data_root\) is defined"):
         series_setup.start("03_model", {"In": [""]})
@@ -293,15 +290,6 @@ def test_a_windows_path_or_a_control_character_is_refused_before_any_folder_is_m
 
 
 # ---------------------------------------------------------------------------- settings that look right but are not
-
-
-def ran(cell: str, namespace: dict) -> dict:
-    """`namespace` as a kernel holds it after running the settings cell `cell` (IPython's `In` records it)."""
-    return namespace | {"In": ["", cell]}
-
-
-def settings_cell_of(stem: str) -> str:
-    return pages.settings_cell(nbformat.read(REPO / "notebooks" / f"{stem}.ipynb", as_version=4)).source
 
 
 def test_none_typed_in_quotes_is_refused_naming_it_not_taken_as_a_folder_called_none(no_work):
