@@ -8,7 +8,6 @@ from pathlib import Path
 import matplotlib
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -80,12 +79,6 @@ def small_loaders(n=512) -> tuple[helpers.DeviceResidentLoader, helpers.DeviceRe
     """Training (shuffled) and validation (the first 100 images) loaders of `random_images(n)`, in batches of 64."""
     x, y = random_images(n)
     return cpu_loader(x, y, shuffle=True), cpu_loader(x[:100], y[:100])
-
-
-def small_dataloaders(n=512, seed=0) -> tuple[DataLoader, DataLoader]:
-    """`random_images(n, seed)` through torch's DataLoader: training shuffled in batches of 64, validation of 128."""
-    data = TensorDataset(*random_images(n, seed))
-    return DataLoader(data, 64, shuffle=True, generator=torch.Generator().manual_seed(1)), DataLoader(data, 128)
 
 
 def same_weights(a: torch.nn.Module, b: torch.nn.Module) -> bool:
