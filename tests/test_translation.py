@@ -507,10 +507,10 @@ def test_the_comments_a_reader_reads_are_translated_and_the_code_is_not():
     assert translation.code_comments(metrics) == []  # machinery a run adds
     missing = translation.comment_problems([nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(source)])], {})
     assert len(missing) == 8
-    assert "code comment 'warm-up' has no translation: add the row `| warm-up | … |`" in "\n".join(missing)
+    assert "code comment or alt text 'warm-up' has no translation: add the row `| warm-up | … |`" in "\n".join(missing)
     notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("x = 1  # hidden layer")])
     (unused,) = translation.unused_comments([notebook], {"hidden layer": "隐藏层", "output layer": "输出层"})
-    assert "no code comment reads 'output layer' any more: remove its row" in unused
+    assert "no code comment or alt text reads 'output layer' any more: remove its row" in unused
 
 
 def test_a_scripts_docstring_and_the_code_a_cell_prints_speak_the_translation_too():
@@ -540,7 +540,9 @@ def test_a_changed_english_comment_stops_the_build_until_it_is_translated(tmp_pa
     with pytest.raises(translation.TranslationError, match=re.escape(repr("@title Notebook 05's model")) + " has no"):
         translation.translate_notebook(english, path, entries, translation.translated_titles("zh"))
     _series_with(english, path, tmp_path)
-    with pytest.raises(translation.TranslationError, match=f"no code comment reads {re.escape(repr(title))} any more"):
+    with pytest.raises(
+        translation.TranslationError, match=f"no code comment or alt text reads {re.escape(repr(title))} any more"
+    ):
         translation.translate(check=True, source=tmp_path)
 
 

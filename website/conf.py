@@ -125,18 +125,7 @@ def name_sections(app, doctree) -> None:
             section["classes"].append("going-further")
 
 
-def figure_alts(app, doctree) -> None:
-    """Give each figure of a notebook's page the alt text make_site.py wrote for it, found by its image file's name
-    (myst-nb names it by its bytes): myst-nb gives every figure of a cell the same one."""
-    alts = json.loads((WORK / edition.lang / "figures.json").read_text(encoding="utf-8")).get(app.env.docname, {})
-    for image in doctree.findall(nodes.image):
-        alt = alts.get(Path(image["uri"]).stem)
-        if alt:
-            image["alt"] = alt
-
-
 def setup(app) -> None:
     """Connect the site's hooks."""
     app.connect("html-page-context", page_links)
     app.connect("doctree-read", name_sections, priority=100)  # before Sphinx's collectors (500) read the doctree
-    app.connect("doctree-read", figure_alts)

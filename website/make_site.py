@@ -13,10 +13,8 @@ when the repository has it (launch_ref).
 
 from __future__ import annotations
 
-import base64
 import copy
 import functools
-import hashlib
 import importlib.util
 import json
 import os
@@ -58,7 +56,6 @@ ADVANCED_FROM = 7  # the README: "Notebooks 07 to 11 are advanced"
 TITLE = re.compile(r"^# @title (?P<title>.*?)(?:\s*\{[^}]*\})?\s*$")  # Colab's title line of a folded cell
 LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
 HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
-PRINTED_MOST = 120  # characters: what a cell printed beside a figure, in its alt text; longer, its nearest line alone
 SHORT = {"colab": "Colab", "kaggle": "Kaggle", "download": ".ipynb"}  # a launch button's word on a phone, both editions
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
 # The Chinese pages' words of the themes that their catalogues lack or their templates write in English (aria-labels,
@@ -118,9 +115,6 @@ EDITIONS = {
             "source": "Source code",
             "licence": "Code: MIT licence; text and figures: CC BY 4.0",
             "report": "Report a problem",
-            "figure": "A figure",
-            "printed": " ({})",  # what the figure's cell printed beside it, in its alt text
-            "nth": " (image {} of {})",  # a figure's place among its cell's, in its alt text
             "zoom": "Open full size",  # under a figure on a phone: the figure's own file, at its full size
         },
         dropped=("As a website", "For maintainers"),
@@ -141,15 +135,10 @@ EDITIONS = {
             "advanced": "进阶（选读）",
             "optional": "选读 · 进阶内容",
             "switch": "阅读本页的中文版",
-            "open": "打开",  # the notebooks table's two more columns
-            "time": "时间",
             "version": "版本",
             "source": "源代码",
             "licence": "代码采用 MIT 许可证；文字和图表采用 CC BY 4.0 许可协议",
             "report": "报告问题",
-            "figure": "图表",
-            "printed": "（{}）",
-            "nth": "（第 {} 张图，共 {} 张）",
             "zoom": "查看原尺寸图片",
         },
         dropped=("作为网站阅读", "维护者", "渲染成网页", "译文是如何生成的"),
@@ -331,47 +320,6 @@ class Anchors:
         return found
 
 
-def figure_alts(outputs: list, edition: Edition) -> list[str]:
-    """Alt text for each figure among a code cell's `outputs`, in the page's language: what the code that drew it
-    described in the output's metadata ({"alt": {"en": ..., "zh": ...}}), with what the cell printed beside it
-    ("Label: 7 , Predicted: 7"); where that still leaves two alike, their places ("image 2 of 3")."""
-    figures = [k for k, output in enumerate(outputs) if is_figure(output)]
-    alts = []
-    for k in figures:
-        described = outputs[k].get("metadata", {}).get("alt", {}).get(edition.lang) or edition.words["figure"]
-        printed = printed_beside(outputs, k, alone=len(figures) == 1)
-        alts.append(described + (edition.words["printed"].format(printed) if printed else ""))
-    if len(set(alts)) < len(alts):
-        alts = [alt + edition.words["nth"].format(n, len(alts)) for n, alt in enumerate(alts, 1)]
-    return alts
-
-
-def is_figure(output: dict) -> bool:
-    """Whether a cell's output is an image (a figure on the page)."""
-    return any(mime in output.get("data", {}) for mime in ("image/png", "image/jpeg"))
-
-
-def printed_beside(outputs: list, k: int, alone: bool) -> str:
-    """What a cell printed (its standard output) just before output `k`, or, where `alone` (the cell's one figure),
-    just after it: on one line, its nearest line alone where it is long; "" when it printed nothing there."""
-    stdout = lambda j: 0 <= j < len(outputs) and outputs[j].get("name") == "stdout"  # a stream's name
-    near = k - 1 if stdout(k - 1) else k + 1 if alone and stdout(k + 1) else None
-    if near is None:
-        return ""
-    lines = [" ".join(line.split()) for line in outputs[near].get("text", "").splitlines() if line.strip()]
-    text = "; ".join(lines)
-    if len(text) > PRINTED_MOST and lines:
-        text = lines[-1] if near < k else lines[0]
-    return text if 0 < len(text) <= PRINTED_MOST else ""
-
-
-def figure_file(output: dict) -> str:
-    """The name myst-nb gives an image output's file, without its suffix: the SHA-256 of its bytes."""
-    mime = next(m for m in ("image/png", "image/jpeg") if m in output.get("data", {}))
-    data = output["data"][mime]
-    return hashlib.sha256(base64.b64decode("".join(data) if isinstance(data, list) else data)).hexdigest()
-
-
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """The notebook at `path`; SiteError in one line when it is missing or not a notebook."""
     try:
@@ -399,17 +347,17 @@ def folded_in_jupyter(cell: nbformat.NotebookNode) -> bool:
 
 def page_notebook(
     path: Path, edition: Edition, english: nbformat.NotebookNode
-) -> tuple[nbformat.NotebookNode, list[list[str]], dict[str, str]]:
-    """A copy of the notebook at `path` for its page, with its headings' anchors and its figures' alt text by file.
+) -> tuple[nbformat.NotebookNode, list[list[str]]]:
+    """A copy of the notebook at `path` for its page, with its headings' anchors.
 
     The copy's tags are myst-nb's: machinery and nav cells and the title's badge go; the settings, set-up, recap and
     any cell folded in Jupyter fold under their titles; a solution's code folds and its answer goes. conf.py gives
-    the anchors (from the English twin's headings) to the sections and the alt text to each figure.
+    the anchors (from the English twin's headings) to the sections.
     """
     nb = copy.deepcopy(read_notebook(path))
     further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
     settings = any("parameters" in c.metadata.get("tags", []) for c in nb.cells)  # the settings in a cell apart
-    anchors, figures = Anchors(), {}
+    anchors = Anchors()
     for index, cell in enumerate(nb.cells):
         tags = list(cell.metadata.get("tags", []))
         if REMOVED & set(tags):
@@ -431,10 +379,6 @@ def page_notebook(
                 first = next(i for i, (level, _) in enumerate(headings(source)) if level == 2)
                 labels[first].insert(0, f"going-further-{path.stem[:2]}")
             cell.source = source
-        elif "remove-cell" not in tags and any(map(is_figure, cell.get("outputs", []))):
-            alts = figure_alts(cell.outputs, edition)
-            figures |= dict(zip(map(figure_file, filter(is_figure, cell.outputs)), alts))
-            cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | {"image": {"alt": alts[0]}}
         cell.metadata["tags"] = tags
     if int(path.stem[:2]) >= ADVANCED_FROM:
         first = nb.cells[0]
@@ -442,7 +386,7 @@ def page_notebook(
         at = next(i for i, line in enumerate(lines) if line.startswith("# ")) + 1  # after the title
         lines.insert(at, f'<p class="site-optional">{edition.words["optional"]}</p>\n')
         first.source = "\n".join(lines)
-    return nb, anchors.sections, figures
+    return nb, anchors.sections
 
 
 def _sections(markdown: str) -> list[tuple[int, str, str]]:
@@ -472,42 +416,6 @@ def _row(line: str) -> list[str]:
     return [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
 
 
-def _table_rows(markdown: str) -> dict[str, list[str]]:
-    """The rows of the notebooks table of a README, by number ("03"): each row's cells."""
-    rows = [_row(line) for line in markdown.splitlines()]
-    return {cells[0]: cells for cells in rows if cells and re.fullmatch(r"\d\d", cells[0])}
-
-
-def zh_time(english: str) -> str:
-    """A row's time from the English README's table, in Chinese."""
-    lesson = re.fullmatch(r"(\d+) min lesson · (\d+) min in all", english)
-    if lesson:
-        return f"课程\u00a0{lesson[1]}\u00a0分钟 · 共\u00a0{lesson[2]}\u00a0分钟"  # no-break: two parts, two lines
-    alone = re.fullmatch(r"(\d+) min", english)
-    if not alone:
-        raise SiteError(f"README.md's table has a time zh_time cannot say in Chinese: {english!r}")
-    return f"{alone[1]}\u00a0分钟"
-
-
-def _zh_table(section: str) -> str:
-    """The Chinese README's notebooks table, with the English table's Colab badge and time (in Chinese) added."""
-    english = _table_rows(EDITIONS["en"].readme.read_text(encoding="utf-8"))
-    words = EDITIONS["zh"].words
-    lines = []
-    for line in section.splitlines():
-        cells = _row(line)
-        if cells[:1] == ["#"]:
-            cells = [*cells[:2], words["open"], *cells[2:], words["time"]]
-        elif cells and set(cells[0]) == {"-"}:
-            cells = ["---"] * (len(cells) + 2)
-        elif cells and cells[0] in english:
-            name = re.search(r"\]\(([^)]+)\.ipynb\)", cells[1])[1]
-            badge = f"[![{words['colab']}]({BADGE_URL})]({launch_urls(EDITIONS['zh'], name)['colab']})"
-            cells = [*cells[:2], badge, *cells[2:], zh_time(english[cells[0]][-1])]
-        lines.append(f"| {' | '.join(cells)} |" if cells else line)
-    return "\n".join(lines) + "\n"
-
-
 def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
     """The home page, for learners: the edition's README less its maintainers' and translators' sections, with
     the site's table of contents, and anchors from the English README's headings (in the same order)."""
@@ -515,8 +423,6 @@ def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
     text = re.sub(r"^(English|\[English\]).*(简体中文).*\n", "", text, count=1, flags=re.MULTILINE)  # the switch
     text = "\n\n".join(p for p in text.split("\n\n") if f"<{DOCUMENTATION}" not in p)  # "read it online"
     sections = learners_sections(text, edition.dropped)
-    if edition.lang == "zh":
-        sections = [(lv, h, _zh_table(body) if "| # |" in body else body) for lv, h, body in sections]
     page = rewrite_links("".join(body for _, _, body in sections), edition.readme.parent, edition)
     english = EDITIONS["en"]
     english_text = "".join(
@@ -570,15 +476,14 @@ def write_sources(edition: Edition) -> Path:
     shutil.copy(WEBSITE / BADGE, src / BADGE)
     page, anchors = home_page(edition)
     (src / "index.md").write_text(page, encoding="utf-8")
-    sections, figures = {"index": anchors}, {}
+    sections = {"index": anchors}
     for name in notebook_names():
         path = edition.notebooks / f"{name}.ipynb"
         english = read_notebook(REPO / "notebooks" / f"{name}.ipynb")
-        nb, sections[name], figures[name] = page_notebook(path, edition, english)
+        nb, sections[name] = page_notebook(path, edition, english)
         nbformat.write(nb, src / f"{name}.ipynb")
         shutil.copy(path, src / "_extra" / "notebooks" / path.name)  # the download: the notebook as committed
     (src.parent / "anchors.json").write_text(json.dumps(sections, indent=1), encoding="utf-8")
-    (src.parent / "figures.json").write_text(json.dumps(figures, indent=1, ensure_ascii=False), encoding="utf-8")
     if edition.lang == "zh":
         search_dictionary(src.parent / "search-words.txt")
     return src

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import alt_text, exercises, pages
+from . import exercises, pages
 from .checks import checked_settings, claim_prepared, new_run_folder, require
 from .pages import REPO, notebook_paths, settings, stamp, tagged
 from .results import format_value, metrics_of, results_cell
@@ -134,8 +134,7 @@ def _execute(path: Path, out: Path, shared: dict) -> dict:
 
 @functools.cache
 def kernel_manager() -> type:
-    """jupyter_client's AsyncKernelManager, with the website's alt text loaded into each kernel (`alt_text`), less the
-    SIGINT it sends a kernel just before asking it to shut down.
+    """jupyter_client's AsyncKernelManager less the SIGINT it sends a kernel just before asking it to shut down.
 
     A kernel still finishing its last reply takes that signal as a KeyboardInterrupt and logs "KeyboardInterrupt
     caught in kernel." at ERROR: one run in ten or twenty began with that line. The shutdown request alone stops
@@ -144,10 +143,6 @@ def kernel_manager() -> type:
     from jupyter_client.manager import AsyncKernelManager
 
     class SeriesKernelManager(AsyncKernelManager):
-        async def _async_pre_start_kernel(self, **kw):
-            kw["env"] = {**kw.get("env", os.environ), **alt_text.kernel_env()}
-            return await super()._async_pre_start_kernel(**kw)
-
         async def _async_interrupt_kernel(self) -> None:
             if not self.shutting_down:  # an interrupt asked for outside shutdown (a cell's timeout) still goes
                 await super()._async_interrupt_kernel()

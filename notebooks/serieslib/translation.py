@@ -210,8 +210,9 @@ def _key(comment: tokenize.TokenInfo) -> str:
 
 
 def code_comments(cell: nbformat.NotebookNode) -> list[str]:
-    """The translatable comments of a code cell, as keys of a comments file."""
-    return [_key(token) for token in _reader_comments(cell)]
+    """The translatable comments of a code cell, and its figure's alt text (myst-nb's), as keys of a comments file."""
+    alt = cell.metadata.get("mystnb", {}).get("image", {}).get("alt")
+    return [_key(token) for token in _reader_comments(cell)] + ([alt] if alt else [])
 
 
 def _used_comments(notebooks: list[nbformat.NotebookNode]) -> set[str]:
@@ -224,16 +225,18 @@ def _used_comments(notebooks: list[nbformat.NotebookNode]) -> set[str]:
 
 def comment_problems(notebooks: list[nbformat.NotebookNode], comments: dict[str, str]) -> list[str]:
     """The comments of `notebooks` that have no translation, one line each."""
+    file = shown(comments_file())
+    missing = sorted(_used_comments(notebooks) - comments.keys())
     return [
-        f"code comment {text!r} has no translation: add the row `| {text} | … |` to {shown(comments_file())}"
-        for text in sorted(_used_comments(notebooks) - comments.keys())
+        f"code comment or alt text {text!r} has no translation: add the row `| {text} | … |` to {file}"
+        for text in missing
     ]
 
 
 def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, str]) -> list[str]:
     """The rows of a comments file that no comment of `notebooks` (all of them) reads any more, one line each."""
     return [
-        f"{shown(comments_file())}: no code comment reads {text!r} any more: remove its row"
+        f"{shown(comments_file())}: no code comment or alt text reads {text!r} any more: remove its row"
         for text in sorted(comments.keys() - _used_comments(notebooks))
     ]
 
@@ -263,6 +266,9 @@ def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, st
             form = FORM.search(token.string)
             lines[row - 1] = line[:column] + f"# {comments[_key(token)]}" + (form.group() if form else "")
         cell.source = "\n".join(lines)
+    image = cell.metadata.get("mystnb", {}).get("image", {})
+    if comments and "alt" in image:
+        image["alt"] = comments[image["alt"]]
     cell.source = EXERCISES_BINDING.sub(rf'\1, lang="{lang}")', cell.source)
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream" and comments:  # code printed (10's diff of its scripts) as written
