@@ -1,20 +1,10 @@
-"""The lesson's module for the notebook series "Training a neural network on a GPU with PyTorch".
+"""The lesson's module for the series "Training a neural network on a GPU with PyTorch" (notebooks 01-08).
 
-What notebooks 01-08 teach, in their order: devices, data, the model, evaluate and fit, checkpoints,
-plots and predictions, error analysis, and data kept on the device. The names are the lesson's own
-(`get_default_device`, `to_device`, `DeviceDataLoader`, `MnistModel`, `evaluate`, `fit`, ...), with the
-original's known flaws fixed:
-
-* evaluation runs under `model.eval()` and `torch.no_grad()`, and restores the model's mode;
-* accuracy and loss are averaged over samples, not over batches of unequal size;
-* the default device is the accelerator (CUDA, Apple MPS, ...), else the CPU, and can be overridden;
-* the train/validation split is seeded;
-* `pin_memory` is used only with CUDA, so CPU-only machines warn about nothing;
-* `fit` trains through the model's own `training_step`, and bad input gets one clear error.
-
-Modules of their own import this one, and it never imports them: `helpers_run` (the lesson's run in one call),
-the measurement of 09-11 (`helpers_common`, `helpers_speed`, `helpers_ddp`); `helpers_data` puts the data files in
-place.
+In the lesson's order: devices, data, the model, evaluate and fit, checkpoints, plots and predictions, error analysis,
+data kept on the device. Its names (`get_default_device`, `to_device`, `fit`, ...), with its flaws fixed: evaluation
+under `eval()` and `no_grad()`, averages over samples not batches, the accelerator by default, a seeded split,
+`pin_memory` only with CUDA, `fit` through the model's `training_step`, one clear error for bad input.
+It imports only `helpers_data`; `helpers_run` and 09-11's measurement (`helpers_common`, `_speed`, `_ddp`) import it.
 """
 
 from __future__ import annotations
@@ -62,11 +52,6 @@ class LessonSettings:
 
 
 LESSON = LessonSettings()
-
-
-# ==================================================================================================
-# 1. Devices: where tensors live and where they are computed (notebooks 01 and 04)
-# ==================================================================================================
 
 
 def check_seed(seed: Any) -> int:
@@ -269,10 +254,6 @@ class DeviceDataLoader:
         return getattr(self.dl, "generator", None)
 
 
-# ==================================================================================================
-# 2. Data: MNIST, the validation split and the loaders (notebook 02)
-# ==================================================================================================
-
 _TO_TENSOR = ToTensor()
 
 
@@ -281,12 +262,9 @@ def load_mnist(
     train: bool = True,
     transform: Callable | None = _TO_TENSOR,
     *,
-    setting: str | None = None,
+    setting: str | None = None,  # where the learner set `root` ("data_root", "--data"), for messages to name
 ) -> MNIST:
-    """torchvision's MNIST (60,000 train or 10,000 test images), downloaded into `root` the first time (notebook 02).
-
-    `setting` names where the learner set `root` ("data_root", "--data"), for the fix of a message about it.
-    """
+    """torchvision's MNIST (60,000 train or 10,000 test images), downloaded into `root` the first time (notebook 02)."""
     helpers_data.ensure_mnist(root, setting=setting)
     return MNIST(str(Path(root).expanduser()), train=train, transform=transform)
 
@@ -306,9 +284,7 @@ def load_fashion_mnist(
 def split_dataset(
     dataset: Dataset, val_size: int = LESSON.val_size, seed: int = LESSON.seed, limit: int | None = None
 ) -> tuple[Subset, Subset]:
-    """Seeded random split into (train, validation) (notebook 02): the same on every run; `limit` trains on fewer.
-
-    `val_size` is a number of samples (10000), or a fraction of them (0.2, as scikit-learn's `test_size`)."""
+    """Seeded split (train, validation) (notebook 02); `val_size`: a count or a fraction; `limit`: train on fewer."""
     if isinstance(val_size, float) and 0 < val_size < 1:
         val_size = math.ceil(val_size * len(dataset))  # scikit-learn's rounding of test_size
     if not isinstance(val_size, numbers.Integral) or isinstance(val_size, bool):
@@ -362,11 +338,6 @@ def make_loaders(
     generator = torch.Generator().manual_seed(seed)
     train_loader = DataLoader(train_set, batch_size, shuffle=True, generator=generator, **settings)
     return train_loader, DataLoader(val_set, val_batch_size, **settings)
-
-
-# ==================================================================================================
-# 3. The model (notebook 03)
-# ==================================================================================================
 
 
 def accuracy(outputs: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -458,11 +429,6 @@ class MnistModel(ImageClassificationBase):
         return self.linear2(F.relu(self.linear1(flat)))
 
 
-# ==================================================================================================
-# 4. Evaluate and fit: the lesson's loop, and the checks around it (notebooks 04 and 05)
-# ==================================================================================================
-
-
 class NonFiniteData(ValueError):
     """The data holds NaN or infinite values (notebook 05); `.history` holds the epochs `fit` completed before."""
 
@@ -472,12 +438,7 @@ class NonFiniteData(ValueError):
 
 
 def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
-    """The batches of `loader`, the first checked against `model` before the model sees it (notebooks 04 and 05).
-
-    Once per pass, one read of the device: what does not fit (an empty loader, a batch that is not an
-    (images, labels) pair, labels that are not class indices of the model's outputs, model and batch on
-    different devices, NaN pixels) gets one error that says how to fix it, and pixels up to 255 a warning.
-    """
+    """The batches of `loader`, the first checked against `model` (one device read), clear errors (notebooks 04, 05)."""
     if not hasattr(model, "validation_step"):
         raise TypeError(
             f"a {type(model).__name__} has none of the lesson's methods (training_step, validation_step, ...): wrap "
@@ -635,8 +596,7 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tuple[int, float]:
-    """`epochs` and `lr` as Python numbers (NumPy's and one-number tensors too); a clear error unless `epochs` is
-    a whole number >= 0, `lr` a positive finite number and `opt_func` makes an optimizer (notebook 05)."""
+    """`epochs` and `lr` as Python numbers; a clear error for a bad `epochs`, `lr` or `opt_func` (notebook 05)."""
     if isinstance(lr, torch.Tensor) and lr.numel() == 1:
         lr = lr.item()
     if not isinstance(epochs, numbers.Integral) or isinstance(epochs, bool) or epochs < 0:
@@ -653,8 +613,7 @@ def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tupl
 
 
 def _check_loaders(epochs: int, **loaders: Iterable) -> None:
-    """Refuse what is no loader (None, say), and an iterator (a generator) where fit reads a loader every epoch: it
-    is empty after one pass. Said before the first batch, not after an epoch of training."""
+    """Refuse, before the first batch, what is no loader, and an iterator that one epoch would exhaust."""
     for name, loader in loaders.items():
         if not isinstance(loader, Iterable):
             raise TypeError(
@@ -674,8 +633,7 @@ def _short(value: Any) -> str:
 
 
 def _explained(error: BaseException) -> Exception | None:
-    """The series' one-line error for a raw one that a learner's own model or step meets at its first batch (a
-    forward that returns a tuple, float64 images, a training_step that returns a number), else None."""
+    """The series' one-line error for a raw one from a learner's model or step (a tuple, float64, ...), else None."""
     text = str(error).splitlines()[0] if str(error) else ""
     if isinstance(error, AttributeError) and text.endswith("object has no attribute 'backward'"):
         kind = text.split("'")[1]
@@ -804,11 +762,7 @@ def progress_bar(loader: Iterable, epoch: int, progress: bool | None = None) -> 
 
 
 def _bar_that_leaves_nothing(bar: Any) -> Iterator:
-    """A notebook's progress bar, replaced by nothing once done: a saved notebook keeps no widget it cannot show.
-
-    tqdm closes a finished bar's widget; a notebook saved with its output would show "Error displaying
-    widget" when opened again (jupyter-widgets/ipywidgets#3821).
-    """
+    """A notebook's progress bar, gone once done: a saved notebook's closed widget shows an error (ipywidgets#3821)."""
     from IPython.display import display
 
     shown = display(bar.container, display_id=True)
@@ -833,11 +787,6 @@ def _diverged(epoch: int, run: dict, result: dict, loaders: tuple, history: list
     )
 
 
-# ==================================================================================================
-# 5. Checkpoints: save and load everything a run needs to go on (notebook 08)
-# ==================================================================================================
-
-
 CHECKPOINT_FORMAT = "helpers-checkpoint-1"
 
 
@@ -859,12 +808,7 @@ def _numpy_state() -> dict:
 
 
 def _start_persistent_workers(loader: Any) -> None:
-    """Make a persistent DataLoader's iterator now, before its generator is restored.
-
-    Such a loader draws its workers' base seed from its generator once, when its first iterator is made. Resuming
-    must make that draw before restoring the generator, so that the restored state feeds the shuffles alone. Where
-    the workers already run, `iter` only starts a new pass, whose draws the restore then replaces.
-    """
+    """Make a persistent DataLoader's iterator (its workers' seed draw) now, so the restored RNG feeds the shuffles."""
     dl = getattr(loader, "dl", loader)
     if isinstance(dl, DataLoader) and dl.persistent_workers:
         iter(dl)
@@ -1027,12 +971,7 @@ def _load_into(path: Path, state: dict, model: nn.Module | None, optimizer: torc
 
 
 def _resume(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer, loader: Any, hparams: dict) -> list:
-    """Load the checkpoint at `path`, if there is one, into model, optimizer and RNGs; return its history.
-
-    A checkpoint belongs to one `fit` call: it is resumed only by a call with the same learning rate and
-    optimizer, and at least as many epochs. Anything else (the lesson's second phase given the first
-    phase's path, say) is refused before anything is loaded, so that no phase is skipped unseen.
-    """
+    """Resume `path`'s checkpoint, if any, in a fit of its lr and optimizer and no fewer epochs; return its history."""
     if not Path(path).exists():
         return []
     saved = _read_checkpoint(Path(path))
@@ -1067,11 +1006,6 @@ def _save_epoch(path, model, optimizer, history, hparams, loader) -> None:
         ) from err
 
 
-# ==================================================================================================
-# 6. Plots and predictions (notebooks 02, 03 and 06)
-# ==================================================================================================
-
-
 def show_source(*objects: Any) -> None:
     """Show the real source of functions or classes: highlighted in a notebook, plain text elsewhere."""
     import inspect
@@ -1098,8 +1032,6 @@ def show_batch(loader: Iterable, nrow: int = 16):
     fig, ax = plt.subplots(figsize=(12, 6))
     ax.imshow(make_grid(images.detach().cpu(), nrow=nrow).permute(1, 2, 0).numpy())
     ax.set(xticks=[], yticks=[], title=f"One batch: {len(images)} images, {nrow} a row")
-    h, w = images.shape[-2:]
-    fig.drawn = ("batch", {"n": len(images), "h": h, "w": w, "nrow": nrow})  # what it shows, for the site's alt text
     return fig
 
 
@@ -1129,7 +1061,6 @@ def draw_network(sizes: Sequence[int], activation: str = "ReLU", shown: int = 10
         ax.scatter(*zip(*column), s=150, color=colour, zorder=2)
     ax.set(xlim=(-0.5, len(sizes) - 0.5), ylim=(-1.6, 1.7))
     ax.axis("off")
-    fig.drawn = ("network", {"sizes": list(sizes), "activation": activation, "shown": shown})  # for the site's alt text
     return fig
 
 
@@ -1182,11 +1113,6 @@ def predict_loader(model: nn.Module, loader: Iterable) -> dict[str, torch.Tensor
     return {"labels": torch.cat(labels).cpu(), "preds": probs_all.argmax(dim=1), "probs": probs_all}
 
 
-# ==================================================================================================
-# 7. Evaluation in depth: where the model fails (notebook 07)
-# ==================================================================================================
-
-
 def confusion_matrix(labels: torch.Tensor, preds: torch.Tensor, num_classes: int = 10) -> torch.Tensor:
     """Counts [true class, predicted class] as an int64 tensor (notebook 07)."""
     if labels.shape != preds.shape or labels.dim() != 1:
@@ -1222,7 +1148,6 @@ def plot_confusion_matrix(cm: torch.Tensor, class_names: Sequence[str] | None = 
     ticks = range(len(names))
     ax.set(xticks=ticks, yticks=ticks, xticklabels=names, yticklabels=names)
     ax.set(xlabel="predicted label", ylabel="true label", title="Confusion matrix")
-    fig.drawn = ("confusion", {"cm": cm.tolist(), "names": names})  # for the site's alt text
     return fig
 
 
@@ -1260,11 +1185,6 @@ def show_mistakes(
     fig.suptitle(f"{title}: true / predicted (confidence)")
     fig.tight_layout()
     return fig
-
-
-# ==================================================================================================
-# 8. Data kept on the device: the lesson's batches without per-image work (notebooks 05-08; measured in 09)
-# ==================================================================================================
 
 
 def _as_uint8_images(dataset: Dataset) -> tuple[torch.Tensor, torch.Tensor] | None:

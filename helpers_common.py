@@ -1,6 +1,4 @@
-"""Timing that the later modules share (notebooks 09-11): configurations taking turns, their epochs' median and
-spread, and Markdown tables. Nothing here trains: the notebooks write their loops, and `helpers.fit` is the lesson's.
-"""
+"""Timing that notebooks 09-11 share: configurations taking turns, their epochs' median and spread, Markdown tables."""
 
 from __future__ import annotations
 
@@ -13,12 +11,7 @@ from typing import Any
 def take_turns(
     turns: Mapping[Hashable, Callable[[], Any]], rounds: int, alternate: bool = False, before: Callable | None = None
 ) -> dict[Hashable, list[float]]:
-    """Call each of `turns` once a round, for `rounds` rounds, so that a busy machine slows them all alike; return the
-    seconds of each call, by turn.
-
-    A B C, A B C, ...; with `alternate`, C B A, A B C, ... (no turn always first). `before` runs ahead of each call,
-    untimed (a barrier between processes). A call that ends by reading from its device is timed with its work.
-    """
+    """Call each of `turns` once a round (reversed every other with `alternate`; `before` untimed); seconds by turn."""
     seconds: dict[Hashable, list[float]] = {name: [] for name in turns}
     for i in range(rounds):
         for name in list(turns)[::-1] if alternate and i % 2 == 0 else turns:

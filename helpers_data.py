@@ -1,9 +1,5 @@
-"""Data files for the series: MNIST and Fashion-MNIST through torchvision's download, and safe writes of files.
-
-`helpers.load_mnist` calls `ensure_mnist`; nothing here is part of the lesson. torchvision downloads the four
-compressed IDX files of a dataset, checks each one's MD5 and unpacks them into `<root>/<Dataset>/raw`; files already
-there are used as they are. When the download fails (no internet), one message says which files to put where.
-"""
+"""Data files for the series (not part of the lesson): MNIST and Fashion-MNIST through torchvision's download, and
+safe writes of files. A failed download gets one message that says which files to put where."""
 
 from __future__ import annotations
 
@@ -23,10 +19,7 @@ class MnistUnavailable(RuntimeError):
 
 
 def atomic_write(path: Path, data: bytes) -> None:
-    """Write bytes so that readers see the old file or the whole new one, never a torn one.
-
-    A symbolic link is written through (its target gets the bytes, the link stays), as a plain write would.
-    """
+    """Write bytes so that readers see the old file or the whole new one, never a torn one (through a symlink)."""
     path = Path(os.path.realpath(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -47,8 +40,7 @@ def atomic_write(path: Path, data: bytes) -> None:
 
 
 def is_plain_path(value: str | Path) -> bool:
-    """A path as this system writes it: not empty, no control characters, and off Windows no drive letter or
-    backslash (`C:\\data` would become a folder of that name, and "C:\\new" hides a line break)."""
+    """A path as this system writes it: not empty, printable ('C:\\new' hides a \\n), off Windows no drive or `\\`."""
     text = str(value)
     windows_only = os.sep == "/" and ("\\" in text or (len(text) > 1 and text[1] == ":" and text[0].isalpha()))
     return bool(text.strip()) and text.isprintable() and not windows_only
@@ -120,10 +112,7 @@ def _ensure(root: str | Path, dataset: type, setting: str | None) -> Path:
 
 
 def ensure_mnist(root: str | Path = "data", *, setting: str | None = None) -> Path:
-    """Make sure MNIST's IDX files are in `<root>/MNIST/raw` (torchvision's download, MD5-checked); return that folder.
-
-    `setting` names where the learner gave `root` ("data_root" in a notebook), so that a message names it too.
-    """
+    """Put MNIST's IDX files in `<root>/MNIST/raw` (MD5-checked); return it. `setting`: what messages call `root`."""
     return _ensure(root, MNIST, setting)
 
 

@@ -1,8 +1,4 @@
-"""Many GPUs, for notebook 10: when more processes pay (a benchmark), and data parallelism as a picture.
-
-Notebook 10 writes the training scripts themselves (`DistributedSampler`, `DistributedDataParallel`, launched by
-torchrun); what is here is measurement a learner need not read to follow it.
-"""
+"""Many GPUs, for notebook 10 (which writes the training scripts): when more processes pay, and a picture of DDP."""
 
 from __future__ import annotations
 
@@ -41,14 +37,7 @@ def benchmark_ddp(
     device: str = "cpu",
     seed: int = LESSON.seed,
 ) -> list[dict]:
-    """Seconds per epoch of one process against `nprocs` DDP ones, and communication's share of a step.
-
-    In one group of `nprocs` processes (one per GPU, or sharing the CPU), for each hidden size, three configurations
-    take turns, one epoch each, so that a busy machine slows all alike: one process alone on whole batches of 128 (the
-    others wait, and on a CPU it gets their threads); every process with DDP on its share of each batch; every process
-    on its share without DDP, the computation alone. Communication's share is 1 - (without DDP) / (with DDP). The data
-    stays on the device, so that loading is not what is measured.
-    """
+    """Seconds per epoch of one process against `nprocs` DDP ones, taking turns, and communication's share of a step."""
     if nprocs < 2 or LESSON.batch_size % nprocs:
         raise ValueError(f"nprocs must be at least 2 and divide a batch of {LESSON.batch_size}, got {nprocs}")
     if epochs < 1:
@@ -81,9 +70,9 @@ def _ddp_bench_worker(rank: int, world_size: int, settings: dict, out: str) -> N
             net = MnistModel(784, hidden, 10).to(device)
             ids = [device] if device.type == "cuda" else None
             for config, model, share in [
-                ("1 process", copy.deepcopy(net), slice(None)),
+                ("1 process", copy.deepcopy(net), slice(None)),  # whole batches; the others wait
                 ("DDP", DDP(copy.deepcopy(net), device_ids=ids), slice(rank, None, world_size)),
-                ("no communication", copy.deepcopy(net), slice(rank, None, world_size)),
+                ("no communication", copy.deepcopy(net), slice(rank, None, world_size)),  # the computation alone
             ]:
                 alone = config == "1 process"
                 threads = all_threads if alone else shared_threads

@@ -1,20 +1,8 @@
-"""Exercises that answer in place: `check()`, `hint()` and `solution()` for each exercise of the series.
+"""Exercises that answer in place: `q1.check()` ("Correct", "Not yet" or "Your turn"), `q1.hint()`, `q1.solution()`.
 
-A notebook binds its exercises to its own globals once; each exercise cell ends with its check:
-
-    q1, q2 = helpers_exercises.exercises("05_training", globals())
-    q1.check()     # "Correct: ...", "Not yet: <what the check found, and what to look at>", or, while the cell
-                   # still holds a ____, "Your turn: fill in the ____ above, ..." (no verdict yet)
-    q1.hint()      # a nudge
-    q1.solution()  # the worked solution's idea and code
-
-A check reads the learner's objects (the model, the loaders, the numbers), never their source, so two different
-correct answers both pass. It runs the learner's functions itself, and never raises: whatever stops it becomes a
-"Not yet" that names the exception and the learner's line. An answer compared with expected values is a Table: the
-expected value, then each typical mistake and its message, in rows; a check of behaviour (a model's layers, a
-recursive function) is code, one `wrong(mistake, message)` line per mistake. The messages here are English; each
-edition's catalogue (notebooks/zh/messages.md) translates them, one row per English template. The worked
-solutions' code lives in the English notebooks only, in their folded cells tagged `solution`.
+A check reads the learner's objects, never their source, and never raises: what stops it is a "Not yet" naming the
+learner's line. A Table checks expected values row by row, each typical mistake with its message; `wrong` does so in
+code. Messages are English; notebooks/zh/messages.md translates them, one row per template.
 """
 
 from __future__ import annotations
@@ -68,8 +56,7 @@ def catalogue(lang: str) -> dict[str, str]:
 
 @functools.cache
 def solutions(notebook: str, lang: str = "en") -> list[str]:
-    """The code of each worked solution of `notebook`, in order: its cells tagged `solution`, in the edition of
-    `lang` (whose code comments speak that language), else in English."""
+    """The code of each worked solution of `notebook` (cells tagged `solution`), in `lang`'s edition, else English."""
     path = EDITIONS / f"{notebook}.ipynb" if lang == "en" else EDITIONS / lang / f"{notebook}.ipynb"
     if lang != "en" and not path.is_file():
         return solutions(notebook)
@@ -117,8 +104,7 @@ def _pattern(template: str) -> re.Pattern | None:
 
 
 def heard(text: str, lang: str) -> str:
-    """`text`, an English message that a catalogue row's template made (the lesson's module speaks English only),
-    said in `lang`, its fields translated in turn; as it is where no row made it."""
+    """`text`, an English message that a catalogue row's template made, in `lang` (its fields too); else as it is."""
     if lang == "en":
         return text
     rows = catalogue(lang)
@@ -230,8 +216,7 @@ class Exercise:
         self._show("solution", Said(self.idea), codes)
 
     def _show(self, label: str, said: Said, codes: dict[str, str] | None = None) -> None:
-        """The line `label: text` (and the code below it, each language's) in this exercise's language, as plain text
-        and as HTML in the label's colour; every language rides along in the metadata."""
+        """The line `label: text` (and the code below it) in this exercise's language, as text and as coloured HTML."""
         outputs = {}
         for lang in LANGUAGES:
             code = (codes or {}).get(lang, "")
@@ -243,8 +228,7 @@ class Exercise:
 
 
 def say(outputs: dict[str, dict[str, str]], lang: str) -> None:
-    """Show `outputs[lang]` (mime type -> text) in a notebook, every language riding along in the metadata (the
-    translated editions show theirs), or print its plain text."""
+    """Show `outputs[lang]` (mime type -> text) in a notebook, every language in the metadata; else print its text."""
     try:
         from IPython import get_ipython
         from IPython.display import display
@@ -315,8 +299,7 @@ def wrong(shows: bool, template: str, **fields: Any) -> None:
 
 
 def raised(err: Exception, call: str | Said) -> NotYet:
-    """A NotYet that names what `call` raised, and the last line of the learner's own code it came from (not the
-    series' modules', not a library's, not the standard library's)."""
+    """A NotYet naming what `call` raised, and the last line of the learner's own code (no module's) it came from."""
     error = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}".rstrip(": ")
     series, libraries = str(Path(__file__).parent), ("site-packages", "dist-packages", "<frozen")
     mine = [f for f in traceback.extract_tb(err.__traceback__) if str(Path(f.filename).parent) != series
@@ -363,8 +346,7 @@ def count(value: Any, name: str) -> int:
 
 
 def accuracy(value: Any, name: str, trained: bool = False) -> float:
-    """An accuracy as fit and evaluate give it (a number, a one-number tensor, a result's 'val_acc'), in [0, 1];
-    `trained`: NotYet when it is about what guessing scores."""
+    """An accuracy as fit and evaluate give it, in [0, 1]; with `trained`, NotYet when it is what guessing scores."""
     if isinstance(value, list) and value and isinstance(value[-1], dict):
         raise NotYet("{name} is a whole history, {epochs} epochs; keep the last epoch's accuracy: "
                      "history[-1]['val_acc']", name=name, epochs=len(value))  # fmt: skip

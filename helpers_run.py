@@ -1,8 +1,4 @@
-"""The lesson's run in one call (notebook 07, when notebook 05's checkpoint is missing).
-
-`train_lesson` is what notebook 05 does, end to end: the seeded split, each split held on the device
-(`helpers.DeviceResidentLoader`), the lesson's model trained at each (epochs, lr), then the test set once.
-"""
+"""The lesson's run in one call (notebook 07, when notebook 05's checkpoint is missing)."""
 
 from __future__ import annotations
 
@@ -37,10 +33,7 @@ def train_lesson(
     seed: int = LESSON.seed,
     hidden_size: int = 32,
 ) -> dict:
-    """The lesson end to end (notebook 05): split, loaders, fit at each (epochs, lr), test accuracy.
-
-    Returns the trained model, its history and the test loss and accuracy.
-    """
+    """The lesson end to end (notebook 05): split, loaders on the device, fit at each (epochs, lr), test once."""
     if len(epochs) != len(lrs):  # checked, like everything given, before any work
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     for n, lr in zip(epochs, lrs):

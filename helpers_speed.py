@@ -1,9 +1,5 @@
 """Measurement for notebooks 09 and 11, which a learner need not read to follow them: configurations side by side
-(one epoch each in turn; medians, spread and ratios), tables and charts, the speedrun, GPU memory.
-
-The notebooks write what they teach: 09 its loaders and the profiler around the lesson's loop, 11 the training step
-in the shape of PyTorch's automatic mixed precision recipe. `make bench` runs those notebooks with longer settings.
-"""
+(one epoch each in turn; medians, spread and ratios), tables and charts, the speedrun, GPU memory."""
 
 from __future__ import annotations
 
@@ -37,8 +33,7 @@ from helpers import (
 from helpers_common import epoch_times, markdown_table, take_turns
 
 os.environ.setdefault("KINETO_LOG_LEVEL", "6")  # the profiler's own start and stop lines on stderr (09), silenced
-# A CUDA build of PyTorch on a machine without CUDA logs, when torch.compile first imports this module, that it found
-# no CUDA runtime: not news in 11. Imported now, that logger quiet for the import alone.
+# A CUDA build without CUDA logs "no CUDA runtime" when torch.compile first imports this (11): import it now, quietly.
 _quiet, _level = logging.getLogger("torch.utils.cpp_extension"), logging.getLogger("torch.utils.cpp_extension").level
 _quiet.setLevel(logging.ERROR)
 importlib.import_module("torch.utils.cpp_extension")
@@ -75,12 +70,7 @@ format_speed = partial(markdown_table, columns=SPEED_COLUMNS)
 
 
 def side_by_side(epochs: Mapping[str, Callable[[], Any]], rounds: int) -> list[dict]:
-    """Call each configuration's epoch in turn (A B C, A B C, ...), `rounds` times; one row per configuration.
-
-    The first epoch is apart (`first_s`: compilation, warm-up); `epoch_s` is the median of the later ones, with their
-    spread, and `speedup` the first configuration's median over this one's. Each call should end with a read from its
-    device (`.item()`), so that the clock stops when the work is done.
-    """
+    """A row per configuration, its epochs taken in turn `rounds` times (the first apart); each ends with `.item()`."""
     if rounds < 2:
         raise ValueError(f"rounds must be at least 2: the first is warm-up, timed apart; got {rounds}")
     seconds = take_turns(epochs, rounds)
@@ -97,15 +87,9 @@ def compare_pipelines(
     epochs: int = 3,
     seed: int = LESSON.seed,
     lr: float = LESSON.lrs[0],
-    one_thread: bool = True,
+    one_thread: bool = True,  # on a CPU, "resident" also with one thread (its row's `default_threads` False)
 ) -> list[dict]:
-    """Train the lesson's model with `fit` on each pipeline's loaders (`make(device, seed)` gives (train, val)), on each
-    device, one epoch each in turn; on a CPU, with `one_thread`, the pipeline "resident" also with one thread (a row
-    whose `default_threads` is False: where PyTorch has one thread anyway, there is no such row).
-
-    A row per configuration: the median epoch with its spread, the median seconds of training alone, the validation
-    accuracy after the last epoch, and the speed-up over "as_taught" on the same device.
-    """
+    """The lesson's `fit` on each pipeline's (train, val) and device, an epoch each in turn; speed-up vs "as_taught"."""
     if epochs < 1:
         raise ValueError(f"epochs must be at least 1 for a timing, got {epochs}")
     runs = []

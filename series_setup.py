@@ -1,16 +1,9 @@
 """What every notebook of the series does first: its settings checked, the seed, the data, the device, the exercises.
 
-A notebook opens with two cells. The settings cell (tagged `parameters`, papermill's convention; a form in Colab)
-holds the notebook's settings, `name = value`; a headless run changes them with papermill's `-p NAME VALUE`, which
-adds a cell after it. The set-up cell then installs these modules where they are missing (Colab, Kaggle: pinned to
-the notebook's version) and calls `start`, which checks every setting before any work, seeds, puts the data in place,
-picks the device, prints one line about the machine and binds the exercises' checks:
+After the settings cell (tagged `parameters`, for papermill's `-p NAME VALUE`), the set-up cell installs these modules
+where missing and calls `start`; `python notebooks/series.py stamp` writes it from `NOTEBOOKS`:
 
     DEVICE, DATA, CHECKPOINT, (q1, q2, q3) = start("05_training", globals(), version="<version>")
-
-Relative paths in the settings are taken from the series' folder: the repository, where these modules are in a
-clone of it, else the working folder (Colab's /content). `python notebooks/series.py stamp` writes every set-up cell
-from `NOTEBOOKS` below.
 """
 
 from __future__ import annotations
@@ -29,11 +22,6 @@ from helpers_exercises import Said
 
 DISTRIBUTION = "pytorch-gpu-mnist"
 HERE = Path(__file__).resolve().parent
-
-
-# ==================================================================================================
-# What each kind of setting accepts
-# ==================================================================================================
 
 
 class Accepts(NamedTuple):
@@ -139,11 +127,6 @@ def _shown(value: Any) -> str:
     return text if len(text) <= 80 else text[:77] + "..."
 
 
-# ==================================================================================================
-# Each notebook: its settings, and what its set-up gives it
-# ==================================================================================================
-
-
 class Notebook(NamedTuple):
     """A notebook's settings and what `start` returns to it, in order (`stamp` writes its set-up cell from this)."""
 
@@ -237,11 +220,6 @@ NOTEBOOKS = {
 }
 
 
-# ==================================================================================================
-# Where the series is, and which version
-# ==================================================================================================
-
-
 def is_clone(folder: Path) -> bool:
     """Whether `folder` is a copy of this repository (its modules with the notebooks' tools beside them)."""
     return (folder / "helpers.py").is_file() and (folder / "notebooks" / "series.py").is_file()
@@ -260,8 +238,7 @@ def installed() -> tuple[str, str]:
 
 
 def check_code(version: str | None) -> None:
-    """Refuse code that is not the notebook's: a learner's own `helpers`, or another version installed (each says how
-    to get the right one)."""
+    """Refuse code that is not the notebook's: a learner's own `helpers`, or another version installed."""
     if Path(helpers.__file__).resolve().parent != Path(__file__).resolve().parent:  # installed side by side
         raise ImportError(Said(
             "The `helpers` imported here is {mine}, a module of your own with the series' name, not the "
@@ -295,19 +272,9 @@ def _check_folder(path: Path, setting: str) -> None:
             "cell at the top of the notebook", setting=setting, file=file, instead=instead))  # fmt: skip
 
 
-# ==================================================================================================
-# start: the one call of every set-up cell
-# ==================================================================================================
-
-
 @helpers_exercises.speaking
 def start(notebook: str, namespace: dict[str, Any], version: str | None = None, lang: str | None = None) -> tuple:
-    """Check the notebook's settings, seed, put MNIST in place, pick the device; return what its set-up names.
-
-    `namespace` is the notebook's `globals()`, where the settings cell (and papermill's `-p`) put the settings.
-    Returns, in the order of `NOTEBOOKS[notebook].returns`: the device, the data folder, the checkpoint or the work
-    folder, and a tuple of the exercises' checks (q1, q2, ...), which answer in `lang` (the Chinese edition's "zh").
-    """
+    """Check the settings in `namespace` (a notebook's globals), seed, put MNIST in place; return its set-up's names."""
     if notebook not in NOTEBOOKS:
         raise ValueError(f"{notebook!r} is not a notebook of the series; they are: {', '.join(NOTEBOOKS)}")
     spec = NOTEBOOKS[notebook]
