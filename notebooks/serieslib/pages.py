@@ -15,16 +15,10 @@ REPO = NOTEBOOKS.parent
 FOLDED = ("parameters", "setup", "recap")  # tags of the code cells a learner unfolds to read (a solution is Markdown)
 NAV_WORDS = {"en": ("← Previous: ", "Next: "), "zh": ("← 上一篇：", "下一篇：")}
 SERIES_NAME = re.compile(r"\d\d_[a-z0-9_]+\.ipynb")  # 05_training.ipynb; not 03_model-Copy1.ipynb, nor Untitled.ipynb
-
-
-def project() -> dict:
-    """pyproject.toml's [project]: the series' version and addresses, their one definition."""
-    with open(REPO / "pyproject.toml", "rb") as file:
-        return tomllib.load(file)["project"]
-
-
-VERSION = project()["version"]  # what every set-up cell installs, git tag v<VERSION>
-GITHUB = project()["urls"]["Repository"].removeprefix("https://github.com/")  # owner/name
+SETTING = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*) = (?P<value>.+?)(?:  # @param .*)?$")
+PROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["project"]  # version, addresses: once
+VERSION = PROJECT["version"]  # what every set-up cell installs, git tag v<VERSION>
+GITHUB = PROJECT["urls"]["Repository"].removeprefix("https://github.com/")  # owner/name
 BRANCH = "main"  # the branch the notebooks' Colab badges open: the newest notebooks
 
 SETUP = """\
@@ -62,14 +56,9 @@ def notebook_paths(names: list[str] | None = None) -> list[Path]:
     return [p for p in paths if not names or p.stem in names or p.name in names]
 
 
-def stray_notebooks() -> list[Path]:
-    """Notebooks in notebooks/ that are not the series' (a copy JupyterLab's Duplicate made, a scratch notebook)."""
-    return sorted(p for p in NOTEBOOKS.glob("*.ipynb") if not SERIES_NAME.fullmatch(p.name))
-
-
 def stray_note() -> str:
-    """One line that names the stray notebooks, which the tools leave alone; empty when there are none."""
-    strays = [p.name for p in stray_notebooks()]
+    """One line naming the notebooks that are not the series' (a Duplicate's copy, a scratch one), or nothing."""
+    strays = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb") if not SERIES_NAME.fullmatch(p.name))
     return f"left alone, not one of the series' notebooks: {', '.join(strays)}" if strays else ""
 
 
@@ -95,23 +84,14 @@ def title(path: Path) -> str:
 
 
 def nav(path: Path, titles: dict[str, str] | None = None, lang: str = "en") -> str:
-    """Links to the previous and next notebooks of the series, for the cell tagged `nav`.
-
-    `titles` maps file names to the titles to show (by default the English ones); `lang` picks the words.
-    """
+    """The cell tagged `nav`: links to the neighbours, shown by `titles` (file name: title; default English)."""
     names = [p.name for p in notebook_paths()]
     show = titles or {name: title(NOTEBOOKS / name) for name in names}
     previous, following = NAV_WORDS[lang]
     i = names.index(path.name)
-    links = []
-    if i > 0:
-        links.append(f"{previous}[{show[names[i - 1]]}]({names[i - 1]})")
-    if i + 1 < len(names):
-        links.append(f"{following}[{show[names[i + 1]]}]({names[i + 1]}) →")
+    links = [f"{previous}[{show[names[i - 1]]}]({names[i - 1]})"] if i > 0 else []
+    links += [f"{following}[{show[names[i + 1]]}]({names[i + 1]}) →"] if i + 1 < len(names) else []
     return "---\n" + " &nbsp;·&nbsp; ".join(links)
-
-
-SETTING = re.compile(r"^(?P<name>[a-z_][a-z0-9_]*) = (?P<value>.+?)(?:  # @param .*)?$")
 
 
 def settings_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
@@ -122,19 +102,12 @@ def settings_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
 
 def settings(nb: nbformat.NotebookNode) -> dict[str, object]:
     """A notebook's settings, by name: the `name = value` lines of its settings cell."""
-    found = {}
-    for cell in tagged(nb, "parameters"):
-        for line in cell.source.splitlines():
-            if match := SETTING.match(line):
-                found[match["name"]] = ast.literal_eval(match["value"])
-    return found
+    lines = (line for cell in tagged(nb, "parameters") for line in cell.source.splitlines())
+    return {match["name"]: ast.literal_eval(match["value"]) for match in map(SETTING.match, lines) if match}
 
 
 def stamp(path: Path, write: bool = True) -> bool:
-    """Write the badge (under the title), the set-up cell, the neighbours' links, the folds, the metadata.
-
-    Returns True if anything changed. Any old badge, or a leftover placeholder, under the title goes.
-    """
+    """Write the badge (replacing any old one under the title), set-up cell, links, folds, metadata; True if changed."""
     nb = nbformat.read(path, as_version=4)
     before = nbformat.writes(nb)
     first, *rest = nb.cells[0].source.splitlines()
@@ -150,8 +123,7 @@ def stamp(path: Path, write: bool = True) -> bool:
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
     nb.metadata["accelerator"] = "GPU"
     nb.metadata["colab"] = {"gpuType": "T4", "provenance": []}
-    if nbformat.writes(nb) == before:
-        return False
-    if write:
+    changed = nbformat.writes(nb) != before
+    if changed and write:
         nbformat.write(nb, path)
-    return True
+    return changed

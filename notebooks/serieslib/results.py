@@ -1,11 +1,5 @@
-"""Each notebook's key results: the expression its metadata holds, recorded by a cell added at run time only.
-
-A notebook's metadata names its results, out of a learner's sight, as the source of a dict display:
-    nb.metadata["series"]["results"] = ["{", '    "val_acc": final["val_acc"],', "}"]
-`results_cell` turns it into a code cell, tagged `metrics`, that the tooling appends to the copies it
-executes (never to the committed notebooks). The cell displays the results as RESULTS_MIME, with an empty
-text/plain, so that an executed notebook shows nothing; `metrics_of` reads them back.
-"""
+"""Each notebook's key results, the dict whose source is its metadata's series.results: a cell tagged `metrics`, added
+to executed copies only, displays it as RESULTS_MIME with an empty text/plain (nothing shows); `metrics_of` reads it."""
 
 from __future__ import annotations
 
@@ -18,7 +12,6 @@ import nbformat
 from .pages import tagged
 
 RESULTS_MIME = "application/vnd.series.results+json"
-RESULTS_CELL_ID = "series-results"
 # Only IPython and json, not helpers: the results are kept exact, in JSON's own types (dict keys become strings).
 RECORD = Template(
     """# @title Record this notebook's key numbers (added where the series runs headless, for metrics.json)
@@ -45,18 +38,14 @@ def results_cell(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
     """The code cell, tagged `metrics` and folded, that records the results `nb`'s metadata names."""
     metadata = {"tags": ["metrics"], "cellView": "form", "jupyter": {"source_hidden": True}}
     source = RECORD.substitute(mime=RESULTS_MIME, expression=results_expression(nb))
-    return nbformat.v4.new_code_cell(source, id=RESULTS_CELL_ID, metadata=metadata)
+    return nbformat.v4.new_code_cell(source, id="series-results", metadata=metadata)
 
 
 def metrics_of(nb: nbformat.NotebookNode) -> dict:
     """The results that an executed notebook's cell tagged `metrics` recorded."""
-    for cell in tagged(nb, "metrics"):
-        for output in cell.get("outputs", []):
-            data = output.get("data", {})
-            if RESULTS_MIME in data:
-                found = data[RESULTS_MIME]
-                return json.loads(found) if isinstance(found, str) else dict(found)
-    return {}
+    outputs = (output.get("data", {}) for cell in tagged(nb, "metrics") for output in cell.get("outputs", []))
+    found = next((data[RESULTS_MIME] for data in outputs if RESULTS_MIME in data), {})
+    return json.loads(found) if isinstance(found, str) else dict(found)
 
 
 def format_value(value: Any) -> str:

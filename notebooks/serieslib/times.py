@@ -1,5 +1,4 @@
-"""How long each notebook takes a learner: prose at 150 words a minute, code at 10 lines a minute, plus its run time;
-with its exercises, an estimate of 10 minutes each."""
+"""How long each notebook takes a learner: prose, code, run time, and 10 minutes an exercise (`series.py times`)."""
 
 from __future__ import annotations
 
@@ -30,20 +29,15 @@ def _minutes(cells: list, ran: dict[str, float]) -> float:
 
 
 def times(run: Path | None = None) -> list[dict]:
-    """Each notebook's minutes, its lesson part's too (02-06: the cells before "Going further"); with `run`, a folder
-    of notebooks executed by `series.py run`, each cell's run time is added."""
+    """Each notebook's minutes and its lesson part's (before "Going further"), its cells' run times from `run`."""
     rows = []
     for path in notebook_paths():
-        executed = run / path.name if run else None
-        ran = {}
-        if executed and executed.is_file():
-            for cell in nbformat.read(executed, as_version=4).cells:
-                ran[cell.get("id")] = cell.metadata.get("papermill", {}).get("duration") or 0.0
+        done = nbformat.read(run / path.name, as_version=4).cells if run and (run / path.name).is_file() else []
+        ran = {cell.get("id"): cell.metadata.get("papermill", {}).get("duration") or 0.0 for cell in done}
         cells = nbformat.read(path, as_version=4).cells
         start = next((i for i, c in enumerate(cells) if "going-further" in c.metadata.get("tags", [])), None)
-        solutions = sum("solution" in c.metadata.get("tags", []) for c in cells)
         row = {"notebook": path.stem, "minutes": _minutes(cells, ran), "run_s": sum(ran.values())}
-        row["exercises"] = solutions
+        row["exercises"] = sum("solution" in c.metadata.get("tags", []) for c in cells)
         if start is not None:
             row["lesson_minutes"] = _minutes(cells[:start], ran)
         rows.append(row)

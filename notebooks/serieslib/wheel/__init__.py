@@ -1,9 +1,5 @@
-"""The series' modules, installed in one folder of their own: `import pytorch_gpu_mnist`, then `import helpers`.
-
-Nothing of the series lies at the top of site-packages, so pip never replaces, nor its uninstall deletes, a module of
-yours named `helpers`. Importing this package appends its folder to Python's path, after everything already there:
-your own modules keep their names, and a notebook's set-up says so if one of them hides the series' (Colab, Kaggle).
-"""
+"""The series' modules in a folder of their own, so pip never touches a `helpers` of yours: `import pytorch_gpu_mnist`
+appends the folder to Python's path, after your own modules; then `import helpers` works."""
 
 import sys
 from pathlib import Path
