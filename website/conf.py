@@ -22,7 +22,6 @@ from make_site import (  # noqa: E402
     launch_ref,
     launch_urls,
     notebook_names,
-    other,
     project_title,
 )
 
@@ -80,9 +79,8 @@ def alternates(pagename: str) -> str:
 
 
 def page_links(app, pagename: str, templatename: str, context: dict, doctree) -> None:
-    """For every page: the language switch, the links to the other edition, the footer; for a notebook's page,
-    its launch buttons. myst-nb's folds lose an aria-label that hides their title."""
-    there = other(edition)
+    """Every page's language switch, alternate links, footer and zoomable figures; a notebook's launch buttons."""
+    there = EDITIONS["zh" if edition.lang == "en" else "en"]
     up = "../" if edition.prefix else ""
     context["site_switch"] = {
         "href": f"{up}{there.prefix}{pagename}.html",
@@ -107,9 +105,7 @@ def page_links(app, pagename: str, templatename: str, context: dict, doctree) ->
 
 
 def name_sections(app, doctree) -> None:
-    """Give each section of the page the anchors make_site.py chose (from the English twin's heading: the same in
-    both editions, never docutils' id1, id2 for a Chinese heading), before the table of contents is read; the
-    section of "Going further" (anchor going-further-NN) gets the class going-further, for site.css."""
+    """Give each section make_site.py's anchors, the same in both editions (not docutils' id1 for a Chinese heading)."""
     docname = app.env.docname
     anchors = json.loads((WORK / edition.lang / "anchors.json").read_text(encoding="utf-8")).get(docname)
     sections = list(doctree.findall(nodes.section))
@@ -120,9 +116,9 @@ def name_sections(app, doctree) -> None:
         )
         return
     for section, ids in zip(sections, anchors):
-        section["ids"] = ids
+        section["ids"] = ids  # ids, not labels: Sphinx wants a label unique across the site
         if any(i.startswith("going-further-") for i in ids):
-            section["classes"].append("going-further")
+            section["classes"].append("going-further")  # for site.css
 
 
 def setup(app) -> None:

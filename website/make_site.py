@@ -1,19 +1,11 @@
 """`make site`: the series as a website, English in site/ and Chinese in site/zh/, from the committed notebooks and
-their stored outputs. Nothing is executed and nothing is fetched.
-
-Each edition is a Sphinx project (myst-nb reads the notebooks, sphinx-book-theme lays them out, website/conf.py
-configures both) written into runs/site-build/<lang>/src: a home page made from the edition's README, a copy of every
-notebook with its tags mapped to myst-nb's (see page_notebook), and the committed notebooks to download. The two
-editions build side by side, one process each.
-The version and the project's addresses come from pyproject.toml; launch buttons open the git tag of that version
-when the repository has it (launch_ref).
-
-    python website/make_site.py        # what `make site` runs: builds site/, prints its time and size
+their stored outputs, executing and fetching nothing. Each edition is a Sphinx project (myst-nb, sphinx-book-theme,
+website/conf.py) written into runs/site-build/<lang>/src, the two built side by side. The version and addresses come
+from pyproject.toml; launch buttons open that version's git tag (launch_ref).
 """
 
 from __future__ import annotations
 
-import copy
 import functools
 import importlib.util
 import json
@@ -24,19 +16,15 @@ import subprocess
 import sys
 import time
 import tomllib
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import urlparse
 
-# The site's packages (requirements-site.txt), by module: checked before anything is made (missing_packages).
-SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "jieba"]
-INSTALL = "install them with `make site` (into .venv-site) or `pip install -r requirements-site.txt`"
-
-try:
+if TYPE_CHECKING:  # imported where used, so that main() can first say which of the site's packages are missing
     import nbformat
-except ModuleNotFoundError as err:  # before anything is made: say which file installs the site's packages
-    raise SystemExit(f"make site: the site's package {err.name} is missing: {INSTALL}") from None
 
+SITE_MODULES = ["sphinx", "myst_nb", "sphinx_book_theme", "nbformat", "jieba"]  # requirements-site.txt's, by module
 WEBSITE = Path(__file__).resolve().parent
 REPO = WEBSITE.parent
 SITE = REPO / "site"
@@ -47,7 +35,6 @@ REPOSITORY = PROJECT["urls"]["Repository"].rstrip("/")  # https://github.com/<ow
 GITHUB = urlparse(REPOSITORY).path.strip("/")  # <owner>/<name>
 DOCUMENTATION = PROJECT["urls"]["Documentation"].rstrip("/") + "/"  # the published site (GitHub Pages)
 ISSUES = PROJECT["urls"]["Issues"]
-DEFAULT_BRANCH = "main"
 BADGE_URL = "https://colab.research.google.com/assets/colab-badge.svg"
 BADGE = "colab-badge.svg"  # the site's own drawing of that badge (website/colab-badge.svg)
 COLAB_BADGE = re.compile(r"\[!\[Open In Colab\]\([^)]*\)\]\([^)]*\)[ \t]*\n?")  # a notebook title's badge
@@ -58,9 +45,8 @@ LINK = re.compile(r"(?P<open>!?\[[^\]]*\]\()(?P<target>[^()\s]+)\)")
 HEADING = re.compile(r"^(?P<level>#{1,6})[ \t]+(?P<text>.+?)[ \t]*$")
 SHORT = {"colab": "Colab", "kaggle": "Kaggle", "download": ".ipynb"}  # a launch button's word on a phone, both editions
 OWN_ANCHORS = {"术语表": "glossary"}  # headings of one edition alone (the Chinese README's glossary): their anchors
-# The Chinese pages' words of the themes that their catalogues lack or their templates write in English (aria-labels,
-# tooltips, the colour mode's menu), put in Chinese after the build (chinese_theme); and the message of Sphinx 8.2's
-# search that the zh_CN catalogue has only in an older form ("page(s)"), added to the page's translations.
+# The themes' words that their zh_CN catalogues lack (aria-labels, tooltips, the colour mode's menu), and Sphinx 8.2's
+# search message that the catalogue has only in an older form ("page(s)"): put in Chinese by chinese_theme.
 THEME_ZH = {
     "Toggle primary sidebar": "显示或隐藏导航栏",
     "Toggle secondary sidebar": "显示或隐藏本页目录",
@@ -90,8 +76,8 @@ class Edition:
     notebooks: Path  # the committed notebooks of this edition
     readme: Path  # the home page's source
     prefix: str  # where the edition lives in site/
-    words: dict[str, str] = field(default_factory=dict)  # the site's own words
-    dropped: tuple[str, ...] = ()  # README sections (## or ### headings) for maintainers, not for a learner
+    words: dict[str, str]  # the site's own words
+    dropped: tuple[str, ...]  # README sections (## or ### headings) for maintainers, not for a learner
 
 
 EDITIONS = {
@@ -151,16 +137,10 @@ def project_title(edition: Edition) -> str:
     return edition.readme.read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
 
 
-def other(edition: Edition) -> Edition:
-    """The edition in the other language."""
-    return EDITIONS["zh" if edition.lang == "en" else "en"]
-
-
 def series_notebooks(notebooks: Path = REPO / "notebooks") -> tuple[list[str], list[str]]:
     """The series' notebooks by stem, in order (those with a zh/ translation file and twin), and the strays' files."""
     numbered = sorted(p.stem for p in notebooks.glob("[0-9][0-9]_*.ipynb"))
-    series = [n for n in numbered if (notebooks / "zh" / f"{n}.md").is_file()]
-    series = [n for n in series if (notebooks / "zh" / f"{n}.ipynb").is_file()]
+    series = [n for n in numbered if all((notebooks / "zh" / f"{n}{s}").is_file() for s in (".md", ".ipynb"))]
     return series, [f"{n}.ipynb" for n in numbered if n not in series]
 
 
@@ -171,8 +151,7 @@ def notebook_names() -> list[str]:
 
 @functools.cache
 def launch_ref(repo: Path = REPO, version: str = VERSION) -> str:
-    """The git ref that the launch buttons, badges and links to files open, decided here alone: tag v`version`
-    where the repository the site is built from has it, else the default branch (a version not yet tagged)."""
+    """The git ref that launch buttons and links to files open: tag v`version` if the repository has it, else main."""
     tag = f"v{version}"
     env = os.environ | {"GIT_CEILING_DIRECTORIES": str(Path(repo).resolve().parent)}  # this repository, no other
     command = ["git", "-C", str(repo), "rev-parse", "--verify", "--quiet", f"refs/tags/{tag}"]
@@ -180,7 +159,7 @@ def launch_ref(repo: Path = REPO, version: str = VERSION) -> str:
         found = subprocess.run(command, capture_output=True, env=env, timeout=60).returncode == 0
     except (OSError, subprocess.SubprocessError):  # no git: a copy of the files
         found = False
-    return tag if found else DEFAULT_BRANCH
+    return tag if found else "main"  # the default branch: a version not yet tagged
 
 
 def github_url(path: str) -> str:
@@ -208,8 +187,7 @@ def pin(markdown: str) -> str:
 
 
 def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
-    """Markdown written in `folder`, its links working in the site: to the edition's notebooks (myst makes them pages),
-    else to the file on GitHub at the site's ref; the Colab badge image is the site's own copy."""
+    """Markdown written in `folder`, linking to the edition's notebooks as pages, to other files on GitHub (pinned)."""
 
     def link(match: re.Match) -> str:
         target = match["target"]
@@ -222,45 +200,31 @@ def rewrite_links(markdown: str, folder: Path, edition: Edition) -> str:
         path, _, anchor = target.partition("#")
         file = (folder / path).resolve()
         if file.parent == edition.notebooks and file.suffix == ".ipynb":
-            target = file.name + (f"#{anchor}" if anchor else "")
+            target = file.name
         else:
-            target = github_url(file.relative_to(REPO).as_posix()) + (f"#{anchor}" if anchor else "")
-        return f"{match['open']}{target})"
+            target = github_url(file.relative_to(REPO).as_posix())
+        return f"{match['open']}{target}{'#' + anchor if anchor else ''})"
 
     return pin(LINK.sub(link, markdown))
 
 
-def folded_title(cell: nbformat.NotebookNode) -> str | None:
-    """The Colab title of a folded code cell, taken off its source (the page shows it on the fold instead)."""
-    first, _, rest = cell.source.partition("\n")
-    match = TITLE.match(first)
-    if not match:
-        return None
-    cell.source = rest
-    return match["title"].replace("`", "")
-
-
 def fold(cell: nbformat.NotebookNode, tags: list[str], show_output: bool) -> None:
-    """Fold a code cell's code under its Colab title (myst-nb's hide-input); drop its outputs unless `show_output`."""
+    """Fold a code cell under its Colab title, taken off its code; drop its outputs unless `show_output`."""
     tags += ["hide-input"] if show_output else ["hide-input", "remove-output"]
-    title = folded_title(cell)
-    if title:
+    first, _, rest = cell.source.partition("\n")
+    if match := TITLE.match(first):
+        cell.source = rest
+        title = match["title"].replace("`", "")
         prompts = {"code_prompt_show": title, "code_prompt_hide": title}
         cell.metadata["mystnb"] = cell.metadata.get("mystnb", {}) | prompts
 
 
 def web_settings(source: str) -> str:
-    """A settings cell's code as a learner reads it on the web: each setting's `# @markdown` line as a comment above
-    it, without Colab's `# @param {...}` marks (Colab and Jupyter keep the form: the notebooks are unchanged)."""
+    """A settings cell's code for the web: each `# @markdown` line a comment, without Colab's `# @param {...}` marks."""
     lines = [re.sub(r"^(\s*)# @markdown ?", r"\1# ", line) for line in source.splitlines()]
     code = "\n".join(re.sub(r"\s*# @param\b.*$", "", line) for line in lines)
     code = re.sub(r"^(\w+ = .*)\n(?=#)", r"\1\n\n", code, flags=re.MULTILINE)  # a blank line between two settings
     return code + ("\n" if source.endswith("\n") else "")
-
-
-def going_further_ids(english: nbformat.NotebookNode) -> set[str]:
-    """Ids of the cells that open the "Going further" part of a notebook (02-06), tagged `going-further`."""
-    return {c.id for c in english.cells if "going-further" in c.metadata.get("tags", [])}
 
 
 def plain(markdown: str) -> str:
@@ -288,42 +252,39 @@ def slug(text: str) -> str:
 
 
 class Anchors:
-    """A page's section anchors, the same in both editions: each from the English twin's heading, unique in the
-    page. `sections` lists each heading's anchors in the page's order; conf.py gives them to its sections (they are
-    no labels: Sphinx wants those unique across the site)."""
+    """A page's section anchors, unique in the page and the same in both editions: from the English twin's headings."""
 
     def __init__(self) -> None:
         self.used: set[str] = set()
-        self.sections: list[list[str]] = []
-
-    def __call__(self, english_heading: str) -> str:
-        """The anchor of the next section, titled `english_heading` in English."""
-        base = slug(english_heading)
-        name, n = base, 1
-        while name in self.used:
-            n += 1
-            name = f"{base}-{n}"
-        self.used.add(name)
-        return name
+        self.sections: list[list[str]] = []  # each heading's anchors in the page's order, for conf.py
 
     def cell(self, source: str, english: str, fallback: str) -> list[list[str]]:
-        """Anchors for the headings of a Markdown cell, in order: from its English twin's headings, paired in order
-        while their levels agree; a heading past those, from OWN_ANCHORS or the cell's id (`fallback`), stable too."""
+        """A Markdown cell's anchors: its English twin's headings', then OWN_ANCHORS' or its id's (`fallback`)."""
         mine, theirs = headings(source), headings(english)
         paired = 0  # headings paired in order, while their levels agree
         while paired < min(len(mine), len(theirs)) and mine[paired][0] == theirs[paired][0]:
             paired += 1
-        found = [[self(text)] for _, text in theirs[:paired]]
+        names = [text for _, text in theirs[:paired]]
         for i, (_, text) in enumerate(mine[paired:], paired):
-            found.append([self(OWN_ANCHORS.get(plain(text)) or (f"{fallback}-{i}" if i else fallback))])
+            names.append(OWN_ANCHORS.get(plain(text)) or (f"{fallback}-{i}" if i else fallback))
+        found = []
+        for base in map(slug, names):
+            name, n = base, 1
+            while name in self.used:
+                n += 1
+                name = f"{base}-{n}"
+            self.used.add(name)
+            found.append([name])
         self.sections += found
         return found
 
 
 def read_notebook(path: Path) -> nbformat.NotebookNode:
     """The notebook at `path`; SiteError in one line when it is missing or not a notebook."""
+    import nbformat
+
     try:
-        nb = nbformat.read(path, as_version=4)
+        return nbformat.read(path, as_version=4)
     except FileNotFoundError:
         fix = "python notebooks/series.py translate makes the Chinese ones"
         raise SiteError(f"{rel(path)} is missing: {fix}") from None
@@ -332,7 +293,6 @@ def read_notebook(path: Path) -> nbformat.NotebookNode:
             f"{rel(path)} is not a readable notebook ({type(err).__name__}): restore it with "
             f"`git checkout -- {rel(path)}`, or open and save it in Jupyter"
         ) from None
-    return nb
 
 
 def rel(path: Path) -> str:
@@ -340,26 +300,18 @@ def rel(path: Path) -> str:
     return path.relative_to(REPO).as_posix() if path.is_relative_to(REPO) else str(path)
 
 
-def folded_in_jupyter(cell: nbformat.NotebookNode) -> bool:
-    """Whether Jupyter shows a code cell folded (its source hidden), as Colab's form cells are."""
-    return cell.cell_type == "code" and bool(cell.metadata.get("jupyter", {}).get("source_hidden"))
-
-
 def page_notebook(
     path: Path, edition: Edition, english: nbformat.NotebookNode
 ) -> tuple[nbformat.NotebookNode, list[list[str]]]:
-    """A copy of the notebook at `path` for its page, with its headings' anchors.
-
-    The copy's tags are myst-nb's: machinery and nav cells and the title's badge go; the settings, set-up, recap and
-    any cell folded in Jupyter fold under their titles; a solution's code folds and its answer goes. conf.py gives
-    the anchors (from the English twin's headings) to the sections.
-    """
-    nb = copy.deepcopy(read_notebook(path))
-    further, twins = going_further_ids(english), {c.id: c.source for c in english.cells}
+    """A copy of the notebook at `path` for its page, its tags myst-nb's (see REMOVED, fold), and its anchors."""
+    nb = read_notebook(path)
+    twins = {c.id: c.source for c in english.cells}
+    further = {c.id for c in english.cells if "going-further" in c.metadata.get("tags", [])}  # 02-06's last part
     settings = any("parameters" in c.metadata.get("tags", []) for c in nb.cells)  # the settings in a cell apart
     anchors = Anchors()
     for index, cell in enumerate(nb.cells):
         tags = list(cell.metadata.get("tags", []))
+        folded = cell.metadata.get("jupyter", {}).get("source_hidden")  # as Jupyter shows it (Colab's form cells)
         if REMOVED & set(tags):
             tags.append("remove-cell")
         elif "parameters" in tags or ("setup" in tags and settings):
@@ -367,7 +319,7 @@ def page_notebook(
             cell.source = web_settings(cell.source)
         elif "setup" in tags:
             tags.append("remove-input")
-        elif cell.cell_type == "code" and ({"solution", "recap"} & set(tags) or folded_in_jupyter(cell)):
+        elif cell.cell_type == "code" and ({"solution", "recap"} & set(tags) or folded):
             fold(cell, tags, show_output="solution" not in tags)
         if cell.cell_type == "markdown":
             source = COLAB_BADGE.sub("", cell.source) if index == 0 else cell.source
@@ -380,54 +332,35 @@ def page_notebook(
                 labels[first].insert(0, f"going-further-{path.stem[:2]}")
             cell.source = source
         cell.metadata["tags"] = tags
-    if int(path.stem[:2]) >= ADVANCED_FROM:
-        first = nb.cells[0]
-        lines = first.source.split("\n")
-        at = next(i for i, line in enumerate(lines) if line.startswith("# ")) + 1  # after the title
-        lines.insert(at, f'<p class="site-optional">{edition.words["optional"]}</p>\n')
-        first.source = "\n".join(lines)
+    if int(path.stem[:2]) >= ADVANCED_FROM:  # a note under the title
+        note = f'\n<p class="site-optional">{edition.words["optional"]}</p>\n'
+        nb.cells[0].source = re.sub(r"^# .*$", lambda m: m[0] + note, nb.cells[0].source, count=1, flags=re.M)
     return nb, anchors.sections
 
 
-def _sections(markdown: str) -> list[tuple[int, str, str]]:
-    """A README as (level, ## or ### heading, text) triples, the text before the first heading as (1, "", text)."""
-    parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.MULTILINE)
-    found = [(1, "", parts[0])]
-    for i in range(1, len(parts), 2):
-        level, _, heading = parts[i].partition(" ")
-        found.append((len(level), heading.strip(), parts[i] + parts[i + 1]))
-    return found
-
-
 def learners_sections(markdown: str, dropped: tuple[str, ...]) -> list[tuple[int, str, str]]:
-    """The README's sections less those in `dropped`, each with its subsections."""
-    kept, cut = [], None  # cut: the level of the section being dropped
-    for level, heading, body in _sections(markdown):
-        if cut is not None and level > cut:
+    """A README's (level, heading, text) sections, ## and ###, less those in `dropped` and their subsections."""
+    parts = re.split(r"^(#{2,3} .*)$", markdown, flags=re.MULTILINE)
+    kept, cut = [(1, "", parts[0])], None  # cut: the level of the section being dropped
+    for line, body in zip(parts[1::2], parts[2::2]):
+        hashes, _, heading = line.partition(" ")
+        if cut is not None and len(hashes) > cut:
             continue
-        cut = level if heading in dropped else None
+        cut = len(hashes) if heading.strip() in dropped else None
         if cut is None:
-            kept.append((level, heading, body))
+            kept.append((len(hashes), heading.strip(), line + body))
     return kept
 
 
-def _row(line: str) -> list[str]:
-    """The cells of a line of a Markdown table; [] for a line that is not one."""
-    return [c.strip() for c in line.strip().strip("|").split("|")] if line.startswith("|") else []
-
-
 def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
-    """The home page, for learners: the edition's README less its maintainers' and translators' sections, with
-    the site's table of contents, and anchors from the English README's headings (in the same order)."""
+    """The home page: the README's sections for learners, the table of contents, and its anchors (the English ones)."""
     text = edition.readme.read_text(encoding="utf-8")
     text = re.sub(r"^(English|\[English\]).*(简体中文).*\n", "", text, count=1, flags=re.MULTILINE)  # the switch
     text = "\n\n".join(p for p in text.split("\n\n") if f"<{DOCUMENTATION}" not in p)  # "read it online"
-    sections = learners_sections(text, edition.dropped)
-    page = rewrite_links("".join(body for _, _, body in sections), edition.readme.parent, edition)
-    english = EDITIONS["en"]
-    english_text = "".join(
-        b for _, _, b in learners_sections(english.readme.read_text(encoding="utf-8"), english.dropped)
-    )
+    page = "".join(body for _, _, body in learners_sections(text, edition.dropped))
+    page = rewrite_links(page, edition.readme.parent, edition)
+    en = EDITIONS["en"]
+    english_text = "".join(b for _, _, b in learners_sections(en.readme.read_text(encoding="utf-8"), en.dropped))
     anchors = Anchors()
     anchors.cell(page, english_text, "section")
     names = notebook_names()
@@ -441,7 +374,8 @@ def home_page(edition: Edition) -> tuple[str, list[list[str]]]:
 def search_dictionary(path: Path) -> None:
     """Write the glossary's terms (zh/README.md, 术语表) as jieba's words: its own splits 数据加载器 in three."""
     glossary = EDITIONS["zh"].readme.read_text(encoding="utf-8").split("## 术语表", 1)[1]
-    chinese = [row[1] for row in map(_row, glossary.splitlines()) if len(row) > 1]  # the 译名 column
+    rows = [line.strip().strip("|").split("|") for line in glossary.splitlines() if line.startswith("|")]
+    chinese = [row[1] for row in rows if len(row) > 1]  # the 译名 column
     terms = {term.strip() for cell in chinese for term in re.split(r"[、，]", cell)}
     words = sorted(term for term in terms if re.fullmatch(r"[\u4e00-\u9fff]{2,}", term))
     path.write_text("".join(f"{word}\n" for word in words), encoding="utf-8")
@@ -470,6 +404,8 @@ def fresh_folder(path: Path, what: str) -> None:
 
 def write_sources(edition: Edition) -> Path:
     """Write the Sphinx project of `edition` into runs/site-build/<lang>/src; return that folder."""
+    import nbformat
+
     src = WORK / edition.lang / "src"
     fresh_folder(src.parent, "the site's build folder")
     (src / "_extra" / "notebooks").mkdir(parents=True)
@@ -499,15 +435,13 @@ def sphinx(edition: Edition, src: Path) -> subprocess.Popen:
 
 
 def chinese_theme(html: Path) -> None:
-    """The Chinese edition's pages with the themes' English words in Chinese (THEME_ZH: as an attribute's whole value
-    or an element's whole text), and the search's result count in Chinese (SEARCH_ZH: plural_expr is 0 in Chinese,
-    so the one form serves every count)."""
+    """Put THEME_ZH's words in Chinese (an attribute's or element's whole text) and add SEARCH_ZH to the search."""
     for page in html.rglob("*.html"):
         text = page.read_text(encoding="utf-8")
         for english, chinese in THEME_ZH.items():
             text = text.replace(f'="{english}"', f'="{chinese}"').replace(f">{english}<", f">{chinese}<")
         page.write_text(text, encoding="utf-8")
-    added = json.dumps(SEARCH_ZH, ensure_ascii=False)
+    added = json.dumps(SEARCH_ZH, ensure_ascii=False)  # plural_expr is 0 in Chinese: one form serves every count
     with (html / "_static" / "translations.js").open("a", encoding="utf-8") as file:
         file.write(f"\nObject.assign(Documentation.TRANSLATIONS, {added});\n")
 
@@ -544,18 +478,19 @@ def build() -> None:
             f"make it writable, then run make site again"
         ) from None
     size = sum(f.stat().st_size for f in SITE.rglob("*") if f.is_file())
-    ref = launch_ref()
     print(
         f"make site: {rel(SITE)}/ in {time.monotonic() - start:.0f} s, {size / 2**20:.1f} MiB; "
-        f"version {VERSION}, launch buttons at {ref}"
+        f"version {VERSION}, launch buttons at {launch_ref()}"
     )
 
 
 def main() -> None:
     """`make site`: say in one line what is missing or wrong, or build."""
-    missing = missing_packages()
-    if missing:
-        raise SystemExit(f"make site: the site's packages are missing ({', '.join(missing)}): {INSTALL}")
+    if missing := missing_packages():
+        raise SystemExit(
+            f"make site: the site's packages are missing ({', '.join(missing)}): install them with `make site` "
+            "(into .venv-site) or `pip install -r requirements-site.txt`"
+        )
     try:
         build()
     except SiteError as err:

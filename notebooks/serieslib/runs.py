@@ -32,9 +32,6 @@ TEST_SETTINGS = {
 }
 
 
-# ---------------------------------------------------------------------------- prepare and run
-
-
 def _shared(out: Path, values: dict) -> dict:
     """What every notebook of a run in `out` gets: no progress bars, the lesson's checkpoint in `out`, `values`."""
     return {"progress": False, "checkpoint": str(out / "lesson.ckpt")} | values
@@ -58,11 +55,7 @@ def _prepared(path: Path, shared: dict, out: Path) -> nbformat.NotebookNode:
 
 
 def prepare(out: Path = REPO / "runs" / "test", names: list[str] | None = None, check: bool = True) -> list[Path]:
-    """Copies of the notebooks in out/prepared/ with TEST_SETTINGS and the committed outputs, for nbval to compare.
-
-    With `check=False` the nbval-check-output tags go: on other library versions the last digits move, and only
-    the ranges are checked. `out` must be new, empty, or a folder prepare made (it is emptied).
-    """
+    """Copies of the notebooks in out/prepared/ (a folder of prepare's, emptied) with TEST_SETTINGS, for nbval."""
     require("papermill", "prepare")
     out = out.resolve()
     shared = _shared(out, TEST_SETTINGS)
@@ -71,7 +64,7 @@ def prepare(out: Path = REPO / "runs" / "test", names: list[str] | None = None, 
     paths = []
     for path in notebook_paths(names):
         nb = exercises.with_proofs(_prepared(path, shared, out), path.stem)  # make test proves every worked solution
-        if not check:
+        if not check:  # on other library versions the last digits move: only the ranges are checked
             for cell in tagged(nb, "nbval-check-output"):
                 cell.metadata["tags"].remove("nbval-check-output")
         nbformat.write(nb, out / "prepared" / path.name)
@@ -80,11 +73,7 @@ def prepare(out: Path = REPO / "runs" / "test", names: list[str] | None = None, 
 
 
 def run(values: dict | None = None, out_root: Path = REPO / "runs", names: list[str] | None = None) -> Path:
-    """Execute the series with papermill into a new out_root/<timestamp>/, then point out_root/latest at it.
-
-    Everything that can be checked is checked before the first kernel starts; latest moves only when every
-    notebook ran. Returns the run's folder.
-    """
+    """Execute the series into a new out_root/<timestamp>/, checked first; out_root/latest moves if every one ran."""
     require("papermill", "run")
     values = checked_settings(values or {})
     out = new_run_folder(out_root.resolve())
@@ -134,12 +123,9 @@ def _execute(path: Path, out: Path, shared: dict) -> dict:
 
 @functools.cache
 def kernel_manager() -> type:
-    """jupyter_client's AsyncKernelManager less the SIGINT it sends a kernel just before asking it to shut down.
-
-    A kernel still finishing its last reply takes that signal as a KeyboardInterrupt and logs "KeyboardInterrupt
-    caught in kernel." at ERROR: one run in ten or twenty began with that line. The shutdown request alone stops
-    an idle kernel; a busy one is terminated after the manager's wait, as before.
-    """
+    """jupyter_client's AsyncKernelManager less the SIGINT it sends a kernel just before asking it to shut down."""
+    # A kernel finishing its last reply took that SIGINT as a KeyboardInterrupt and logged it at ERROR (one run in
+    # ten or twenty). The shutdown request alone stops an idle kernel; a busy one is still terminated after a wait.
     from jupyter_client.manager import AsyncKernelManager
 
     class SeriesKernelManager(AsyncKernelManager):
@@ -150,11 +136,8 @@ def kernel_manager() -> type:
     return SeriesKernelManager
 
 
-def collect(out: Path, summary: list[dict]) -> dict:
-    """Write out/metrics.json, each executed notebook's recorded results, and print the run's summary.
-
-    `summary` has a row per notebook: its stem, status ("ok" or what failed) and seconds. Returns the metrics.
-    """
+def collect(out: Path, summary: list[dict]) -> None:
+    """Write out/metrics.json for `summary`'s rows (stem, status, seconds) and print the run's summary."""
     executed = {row["stem"]: out / f"{row['stem']}.ipynb" for row in summary}  # none where papermill never began
     metrics = {stem: metrics_of(nbformat.read(p, as_version=4)) if p.is_file() else {} for stem, p in executed.items()}
     (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n")
@@ -164,17 +147,10 @@ def collect(out: Path, summary: list[dict]) -> dict:
         said = error or ", ".join(f"{k}={format_value(v)}" for k, v in list(metrics[row["stem"]].items())[:4])
         print(f"{row['stem']:<24} {word:<12} {row['seconds']:>8.1f}  {said}")
     print(f"\n{out}: the executed notebooks and metrics.json")
-    return metrics
-
-
-# ---------------------------------------------------------------------------- refresh
 
 
 def refresh(names: list[str] | None = None) -> None:
-    """Stamp, execute the committed notebooks in place so their stored outputs match the code, then translate.
-
-    No results cell is added: the committed notebooks keep their results in their metadata only.
-    """
+    """Stamp and execute the committed notebooks in place (no results cell), then translate them."""
     from nbclient import NotebookClient
 
     os.environ.setdefault("HELPERS_PROGRESS", "0")
@@ -182,7 +158,7 @@ def refresh(names: list[str] | None = None) -> None:
         stamp(path)
         nb = nbformat.read(path, as_version=4)
         t0 = time.perf_counter()
-        client = NotebookClient(
+        NotebookClient(
             nb,
             timeout=1200,
             kernel_name="python3",
@@ -190,8 +166,7 @@ def refresh(names: list[str] | None = None) -> None:
             extra_arguments=KERNEL_ARGS,
             kernel_manager_class=kernel_manager(),
             resources={"metadata": {"path": str(pages.NOTEBOOKS)}},
-        )
-        client.execute()
+        ).execute()
         nbformat.write(nb, path)
         print(f"{path.name}: executed in place in {time.perf_counter() - t0:.1f} s", flush=True)
     for lang in LANGUAGES:

@@ -1,12 +1,10 @@
 """The translated editions, e.g. notebooks/zh/: built, never edited, from the English notebooks.
 
-A translated notebook's code cells and their outputs are the English notebook's, except that the comments a reader
-reads and the exercises speak the reader's language (`localize_code`). Each Markdown cell comes from
-notebooks/zh/NN_name.md, where a marker line
-    <!-- cell c05-03 en:1a2b3c4d5e6f -->
-starts the translation of cell c05-03 and records a hash of the English text it translates. When the
-English cell changes, the hash no longer matches and the build stops until the translation is updated.
-Each code comment's translation is a row of notebooks/zh/comments.md, keyed by the English comment itself.
+Code cells and outputs are the English notebook's, their comments and exercises in the reader's language
+(`localize_code`). Each Markdown cell comes from notebooks/zh/NN_name.md, where a marker line
+`<!-- cell c05-03 en:1a2b3c4d5e6f -->` starts the translation of cell c05-03 with a hash of the English it
+translates: when that English changes, the build stops until the translation is updated. Each code comment's
+translation is a row of notebooks/zh/comments.md, keyed by the English comment itself.
 """
 
 from __future__ import annotations
@@ -26,45 +24,37 @@ from .pages import badge, nav, notebook_paths, shown, title
 
 LANGUAGES = {"zh": "简体中文"}  # code -> name, for each translated edition
 MARKER = re.compile(r"^<!-- cell (?P<id>\S+) en:(?P<hash>[0-9a-f]{12}) -->[ \t]*$", re.MULTILINE)
+# Between two Chinese characters a line break shows as a stray space (before a Latin word, as the space it needs);
+# next to full-width punctuation (，。：（）) a space is never wanted, whatever is on the other side.
+HAN = "\u4e00-\u9fff"
+FULL_WIDTH = "\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2026\u2014"  # with “”‘’…—, full width in Chinese
+BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
+LINK_END = re.compile(r"\]\([^()\s]*\)$")  # the end of a Markdown link, `](target)`, at the end of a line
+EXERCISES_BINDING = re.compile(r"(= start\([^()]*globals\(\)[^()]*)\)$", re.MULTILINE)  # the set-up's start(...) line
+MACHINERY = {"metrics", "solution-proof", "injected-parameters"}  # code cells that runs add, the same in every edition
+CODE_BLOCK = re.compile(r"^```python\n(.*?)\n```$", re.S | re.M)  # a fenced code block in a Markdown cell
+FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
+# In printed code (10's diff of its scripts): a comment to the end of its line, and a one-line docstring.
+PRINTED_CODE = (re.compile(r"(?m)(# )(.+)()$"), re.compile(r'(?m)^([-+ ]?""")(.+)(""")$'))
 
 
 class TranslationError(ValueError):
     """A translation file that is missing, out of date or malformed."""
 
 
-# Between two Chinese characters a line break shows as a stray space; next to full-width punctuation
-# (，。：（）) a space is never wanted, whatever is on the other side.
-HAN = "\u4e00-\u9fff"
-FULL_WIDTH = "\u3000-\u303f\uff00-\uffef\u2018\u2019\u201c\u201d\u2026\u2014"  # with “”‘’…—, full width in Chinese
-BLOCK_START = re.compile(r"\s*(?:[*+-]\s|\d+[.)]\s|#|\||>|```|$)")  # a line that starts a list item, heading, ...
-
-
-LINK_END = re.compile(r"\]\([^()\s]*\)$")  # the end of a Markdown link, `](target)`, at the end of a line
-
-
-def _edge_chars(previous: str, line: str) -> tuple[str, str]:
-    """The last character of `previous` and the first of `line` as a reader sees them: past emphasis and links."""
-    end = LINK_END.sub("", previous.rstrip("*_")).rstrip("*_")  # a link's text ends where it shows
-    start = line.lstrip().lstrip("*_[").lstrip("*_")  # a line that opens a link, `[保存…](…)`, starts with its text
-    return end[-1:], start[:1]
-
-
 def _joins(previous: str, line: str) -> bool:
     """Whether `line` continues `previous` without the space a Markdown line break would show."""
     if BLOCK_START.match(line) or previous.lstrip().startswith(("#", "|", "```")) or not previous.strip():
         return False
-    end, start = _edge_chars(previous, line)
+    # the characters a reader sees at the join: past emphasis, a link's target, the `[` that opens a link's text
+    end = LINK_END.sub("", previous.rstrip("*_")).rstrip("*_")[-1:]
+    start = line.lstrip().lstrip("*_[").lstrip("*_")[:1]
     han_pair = re.match(f"[{HAN}]", end) and re.match(f"[{HAN}]", start)  # (no match on "")
     return bool(han_pair or re.match(f"[{FULL_WIDTH}]", end) or re.match(f"[{FULL_WIDTH}]", start))
 
 
 def unwrap_cjk(text: str) -> str:
-    """Join the lines a translator wrapped inside Chinese text, outside code blocks.
-
-    Markdown renders a line break inside a paragraph as a space, which Chinese text does not have. A break
-    between Chinese and a Latin word stays (it shows as the space that belongs there), and so does any
-    break before a list item, heading, table row or code block.
-    """
+    """Join the lines a translator wrapped inside Chinese text (see _joins), outside code blocks."""
     lines: list[str] = []
     in_code = False
     for line in text.split("\n"):
@@ -140,12 +130,6 @@ def translation_problems(english: nbformat.NotebookNode, entries: dict[str, tupl
     return problems
 
 
-EXERCISES_BINDING = re.compile(r"(= start\([^()]*globals\(\)[^()]*)\)$", re.MULTILINE)  # the set-up's start(...) line
-MACHINERY = {"metrics", "solution-proof", "injected-parameters"}  # code cells that runs add, the same in every edition
-CODE_BLOCK = re.compile(r"^```python\n(.*?)\n```$", re.S | re.M)  # a fenced code block in a Markdown cell
-FORM = re.compile(r"\s*\{ display-mode: \"form\" \}$")  # what follows a Colab title: not the reader's text
-
-
 def comments_file(lang: str = "zh") -> Path:
     """Where the translations of the code comments live: notebooks/<lang>/comments.md, one table row each."""
     return pages.NOTEBOOKS / lang / "comments.md"
@@ -167,14 +151,8 @@ def read_comments(path: Path) -> dict[str, str]:
 
 
 def _reader_comments(cell: nbformat.NotebookNode) -> list[tokenize.TokenInfo]:
-    """The comments of a code cell a reader reads, and its one-line docstrings: not the commented-out code
-    (`# q1.hint()`).
-
-    The cells a headless run adds (an exercise's proof, the metrics cell its report reads) have none; the settings
-    and set-up cells' do count: a title is the one line of a folded cell a reader sees, and each setting's
-    `# @markdown` line says what it does (its `# @param {...}` is Colab's syntax, not words).
-    """
-    if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):
+    """A code cell's comments in words (a Colab title and `# @markdown` line too, not code) and one-line docstrings."""
+    if cell.cell_type != "code" or MACHINERY & set(cell.metadata.get("tags", [])):  # a run's own cells have none
         return []
     tokens, before, line, words = [], None, [""], []  # line: the last logical line's words; words: this one's
     statements = 0  # logical lines so far, a `%%writefile` line not counted
@@ -241,16 +219,6 @@ def unused_comments(notebooks: list[nbformat.NotebookNode], comments: dict[str, 
     ]
 
 
-# In printed code (10's diff of its scripts): a comment to the end of its line, and a one-line docstring.
-PRINTED_CODE = (re.compile(r"(?m)(# )(.+)()$"), re.compile(r'(?m)^([-+ ]?""")(.+)(""")$'))
-
-
-def _printed(match: re.Match, comments: dict[str, str]) -> str:
-    """A comment or a docstring in printed code, translated when it is one of the cells'."""
-    opening, text, closing = match.groups()
-    return opening + comments[text] + closing if text in comments else match.group()
-
-
 def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, str] | None = None) -> None:
     """Make a code cell speak `lang`: its comments (from `comments`), its exercises' binding and their outputs."""
     tokens = _reader_comments(cell) if comments is not None else []
@@ -273,7 +241,7 @@ def localize_code(cell: nbformat.NotebookNode, lang: str, comments: dict[str, st
     for output in cell.get("outputs", []):
         if output.get("output_type") == "stream" and comments:  # code printed (10's diff of its scripts) as written
             for printed in PRINTED_CODE:
-                output["text"] = printed.sub(lambda m: _printed(m, comments), output["text"])
+                output["text"] = printed.sub(lambda m: m[1] + comments.get(m[2], m[2]) + m[3], output["text"])
         translated = output.get("metadata", {}).get("helpers_exercises", {}).get(lang)
         if translated:
             output["data"] = copy.deepcopy(translated)
@@ -296,17 +264,14 @@ def translate_notebook(
     for cell in nb.cells:
         if cell.cell_type == "code":
             localize_code(cell, lang, comments)
-            continue
-        if cell.cell_type != "markdown":
-            continue
-        if "nav" in cell.metadata.get("tags", []):
+        elif cell.cell_type == "markdown" and "nav" in cell.metadata.get("tags", []):
             cell.source = nav(path, titles, lang)
-            continue
-        text = unwrap_cjk(entries[cell.id][1])  # a no-op on text without CJK characters
-        if cell is nb.cells[0]:
-            first, *rest = text.splitlines()
-            text = "\n".join([first, badge(f"{lang}/{path.name}"), *rest])
-        cell.source = text
+        elif cell.cell_type == "markdown":
+            text = unwrap_cjk(entries[cell.id][1])  # a no-op on text without CJK characters
+            if cell is nb.cells[0]:
+                first, *rest = text.splitlines()
+                text = "\n".join([first, badge(f"{lang}/{path.name}"), *rest])
+            cell.source = text
     nb.metadata["language"] = lang  # what a reader of the .ipynb sees it is written in
     return nb
 
@@ -329,11 +294,7 @@ def translate(
     source: Path | None = None,
     target: Path | None = None,
 ) -> list[str]:
-    """Build `target` (default notebooks/<lang>/) from the notebooks in `source`; with `check`, write nothing.
-
-    Returns the names of the notebooks written (or, with `check`, out of date). Raises TranslationError,
-    listing every missing or stale cell of every notebook, before it writes anything.
-    """
+    """Build notebooks/<lang>/ (or `target`) from `source`; return the names changed, written unless `check`."""
     titles = translated_titles(lang)
     comments = read_comments(comments_file(lang))
     built, problems, englishes = {}, [], []
@@ -347,7 +308,7 @@ def translate(
             problems.append(str(err))
     if not names:  # every notebook read: a row that no comment uses is stale
         problems += unused_comments(englishes, comments)
-    if problems:
+    if problems:  # every notebook's, before anything is written
         raise TranslationError("\n".join(problems))
     return _write_changed(built, target or pages.NOTEBOOKS / lang, check)
 
