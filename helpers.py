@@ -1,10 +1,10 @@
 """The lesson's module for the series "Training a neural network on a GPU with PyTorch" (notebooks 01-08).
 
 In the lesson's order: devices, data, the model, evaluate and fit, checkpoints, plots and predictions, error analysis,
-data kept on the device. Its names (`get_default_device`, `to_device`, `fit`, ...), with its flaws fixed: evaluation
-under `eval()` and `no_grad()`, averages over samples not batches, the accelerator by default, a seeded split,
-`pin_memory` only with CUDA, `fit` through the model's `training_step`, one clear error for bad input.
-It imports only `helpers_data`; `helpers_run` and 09-11's measurement (`helpers_common`, `_speed`, `_ddp`) import it.
+data kept on the device. The lesson's names (`get_default_device`, `to_device`, `fit`, ...), with the original's flaws
+fixed: evaluation under `eval()` and `no_grad()`, averages over samples not batches, the accelerator by default, a
+seeded split, `pin_memory` only with CUDA, `fit` through the model's `training_step`, one clear error for bad input.
+It imports only `helpers_data`; `helpers_run`, `helpers_speed` and `helpers_ddp` import it.
 """
 
 from __future__ import annotations
@@ -438,7 +438,10 @@ class NonFiniteData(ValueError):
 
 
 def first_checked(model: nn.Module, loader: Iterable) -> Iterator:
-    """The batches of `loader`, the first checked against `model` (one device read), clear errors (notebooks 04, 05)."""
+    """The batches of `loader`, the first checked against `model` in one device read (notebooks 04, 05).
+
+    An empty loader, a batch that is no (images, labels) pair, labels outside the model's classes, model and batch on
+    different devices, or NaN pixels raise one clear error; pixels up to 255 warn."""
     if not hasattr(model, "validation_step"):
         raise TypeError(
             f"a {type(model).__name__} has none of the lesson's methods (training_step, validation_step, ...): wrap "
@@ -596,7 +599,9 @@ class TrainingInterrupted(KeyboardInterrupt):
 
 
 def check_hparams(epochs: Any, lr: Any, opt_func: Any = torch.optim.SGD) -> tuple[int, float]:
-    """`epochs` and `lr` as Python numbers; a clear error for a bad `epochs`, `lr` or `opt_func` (notebook 05)."""
+    """`epochs` (a whole number >= 0) and `lr` (positive, finite) as Python numbers, else ValueError (notebook 05).
+
+    One-number tensors are taken; `opt_func` must be an optimizer class, not an instance (TypeError)."""
     if isinstance(lr, torch.Tensor) and lr.numel() == 1:
         lr = lr.item()
     if not isinstance(epochs, numbers.Integral) or isinstance(epochs, bool) or epochs < 0:

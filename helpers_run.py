@@ -33,7 +33,9 @@ def train_lesson(
     seed: int = LESSON.seed,
     hidden_size: int = 32,
 ) -> dict:
-    """The lesson end to end (notebook 05): split, loaders on the device, fit at each (epochs, lr), test once."""
+    """The lesson end to end (notebook 05): split, loaders on the device, fit at each (epochs, lr), test once.
+
+    Returns {"model", "history", "test_loss", "test_acc"}."""
     if len(epochs) != len(lrs):  # checked, like everything given, before any work
         raise ValueError(f"give one learning rate per phase: {len(epochs)} epoch counts but {len(lrs)} learning rates")
     for n, lr in zip(epochs, lrs):

@@ -70,7 +70,10 @@ format_speed = partial(markdown_table, columns=SPEED_COLUMNS)
 
 
 def side_by_side(epochs: Mapping[str, Callable[[], Any]], rounds: int) -> list[dict]:
-    """A row per configuration, its epochs taken in turn `rounds` times (the first apart); each ends with `.item()`."""
+    """A row per configuration, its epochs taken in turn `rounds` times; each callable must end in a device read.
+
+    Row: `first_s` the warm-up epoch, `epoch_s` the median of the rest (with its spread), `speedup` the first
+    configuration's `epoch_s` over this one's."""
     if rounds < 2:
         raise ValueError(f"rounds must be at least 2: the first is warm-up, timed apart; got {rounds}")
     seconds = take_turns(epochs, rounds)

@@ -274,7 +274,10 @@ def _check_folder(path: Path, setting: str) -> None:
 
 @helpers_exercises.speaking
 def start(notebook: str, namespace: dict[str, Any], version: str | None = None, lang: str | None = None) -> tuple:
-    """Check the settings in `namespace` (a notebook's globals), seed, put MNIST in place; return its set-up's names."""
+    """Check the settings in `namespace` (a notebook's globals), pick the device, seed, put MNIST in place.
+
+    Returns the notebook's set-up names in NOTEBOOKS' order (DEVICE, DATA, CHECKPOINT or WORK, the exercises);
+    `lang` ("en", "zh") is the language the exercises speak."""
     if notebook not in NOTEBOOKS:
         raise ValueError(f"{notebook!r} is not a notebook of the series; they are: {', '.join(NOTEBOOKS)}")
     spec = NOTEBOOKS[notebook]

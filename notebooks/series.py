@@ -47,7 +47,7 @@ def _check_selection(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> None:
-    """Execute the series with papermill into a new runs/<timestamp>/ (or --out's), then point latest at it."""
+    """Execute the series with papermill into a new runs/<timestamp>/ (or --out's); latest moves if every one ran."""
     run({k: _parse_value(v) for k, v in args.parameter}, args.out, args.names)
 
 
@@ -125,7 +125,8 @@ def _parser() -> argparse.ArgumentParser:
         "is taken from the repository's folder, as in the notebooks",
     )
     sub["run"].add_argument("--out", type=Path, default=REPO / "runs", help="the folder for the runs (default: runs/)")
-    sub["prepare"].add_argument("--out", type=Path, default=REPO / "runs" / "test", help="(default: runs/test)")
+    copies = "the copies' folder (default: runs/test)"
+    sub["prepare"].add_argument("--out", type=Path, default=REPO / "runs" / "test", help=copies)
     sub["prepare"].add_argument(
         "--ranges-only",
         action="store_true",

@@ -1,6 +1,6 @@
 """The notebooks' own content: the series' structure, the lesson's code against helpers, the listings, clean
 committed outputs, and the results of the series' one execution (by nbval, in `make test`) against the lesson's
-numbers, with its report and Chinese edition. The tooling that prepares, runs and reports: test_series.py; the
+numbers, and its Chinese edition. The tooling that prepares and runs: test_series.py; the
 set-up cell: test_setup_cell.py; the Chinese edition's text: test_translation.py."""
 
 import ast
@@ -416,7 +416,7 @@ def test_outputs_hold_no_machine_paths_and_no_stray_tracebacks(path):
 @pytest.fixture(scope="module")
 def series_run(request):
     """The series as `make test` executed it: nbval ran the prepared notebooks (runs/test/prepared/) once, and
-    tests/nbval_results.py wrote them, their results and report into runs/test/, as `make run` does."""
+    tests/nbval_results.py wrote them and their results into runs/test/, as `make run` does."""
     if not request.config.pluginmanager.hasplugin("nbval_results"):
         pytest.skip("the notebooks execute through nbval in `make test` (pytest -p nbval_results --nbval-lax ...)")
     out = getattr(request.config, "series_run", None)
