@@ -257,27 +257,17 @@ class DeviceDataLoader:
 _TO_TENSOR = ToTensor()
 
 
-def load_mnist(
-    root: str | Path = "data",
-    train: bool = True,
-    transform: Callable | None = _TO_TENSOR,
-    *,
-    setting: str | None = None,  # where the learner set `root` ("data_root", "--data"), for messages to name
-) -> MNIST:
+def load_mnist(root: str | Path = "data", train: bool = True, transform: Callable | None = _TO_TENSOR) -> MNIST:
     """torchvision's MNIST (60,000 train or 10,000 test images), downloaded into `root` the first time (notebook 02)."""
-    helpers_data.ensure_mnist(root, setting=setting)
+    helpers_data.ensure_mnist(root)
     return MNIST(str(Path(root).expanduser()), train=train, transform=transform)
 
 
 def load_fashion_mnist(
-    root: str | Path = "data",
-    train: bool = True,
-    transform: Callable | None = _TO_TENSOR,
-    *,
-    setting: str | None = None,
+    root: str | Path = "data", train: bool = True, transform: Callable | None = _TO_TENSOR
 ) -> FashionMNIST:
     """torchvision's Fashion-MNIST (clothes in MNIST's format), downloaded into `root` the first time (notebook 02)."""
-    helpers_data.ensure_fashion_mnist(root, setting=setting)
+    helpers_data.ensure_fashion_mnist(root)
     return FashionMNIST(str(Path(root).expanduser()), train=train, transform=transform)
 
 

@@ -116,6 +116,6 @@ def ensure_mnist(root: str | Path = "data", *, setting: str | None = None) -> Pa
     return _ensure(root, MNIST, setting)
 
 
-def ensure_fashion_mnist(root: str | Path = "data", *, setting: str | None = None) -> Path:
+def ensure_fashion_mnist(root: str | Path = "data") -> Path:
     """As `ensure_mnist`, for Fashion-MNIST (`<root>/FashionMNIST/raw`)."""
-    return _ensure(root, FashionMNIST, setting)
+    return _ensure(root, FashionMNIST, None)

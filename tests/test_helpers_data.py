@@ -31,7 +31,7 @@ def test_files_in_place_load_with_no_download_and_no_word(data_root, unreachable
 @pytest.mark.parametrize("setting", [None, "data_root"])
 def test_offline_with_no_files_says_which_files_go_where(tmp_path, unreachable_mirrors, setting):
     with pytest.raises(helpers_data.MnistUnavailable) as err:
-        helpers.load_mnist(tmp_path / "data", setting=setting)
+        helpers_data.ensure_mnist(tmp_path / "data", setting=setting)
     message = str(err.value)
     assert "\n" not in message
     assert f"into {tmp_path / 'data' / 'MNIST' / 'raw'}" in message
@@ -97,7 +97,7 @@ def test_a_file_where_the_folder_should_be_asks_for_the_folder_and_leaves_the_fi
     (tmp_path / file).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / file).write_bytes(b"the learner's")
     with pytest.raises(helpers_data.MnistUnavailable) as err:
-        helpers.load_mnist(tmp_path / "data", setting="data_root")
+        helpers_data.ensure_mnist(tmp_path / "data", setting="data_root")  # as the set-up passes it
     assert "data_root is" in str(err.value) and "is a file" in str(err.value) and "another folder" in str(err.value)
     assert "remove" not in str(err.value) and (tmp_path / file).read_bytes() == b"the learner's"
 
@@ -105,7 +105,7 @@ def test_a_file_where_the_folder_should_be_asks_for_the_folder_and_leaves_the_fi
 @pytest.mark.parametrize("deep", ["MNIST", "MNIST/raw"])
 def test_a_data_root_one_level_too_deep_names_the_folder_to_give(raw_copy, unreachable_mirrors, deep):
     with pytest.raises(helpers_data.MnistUnavailable) as err:
-        helpers.load_mnist(raw_copy / deep, setting="data_root")
+        helpers_data.ensure_mnist(raw_copy / deep, setting="data_root")
     assert f"give the folder that holds MNIST/, {raw_copy}" in str(err.value)
 
 
