@@ -41,9 +41,15 @@ MD5 = {  # the uncompressed IDX files (Debian recompresses the .gz files, so the
 class _NumpyOnlyUnpickler(pickle.Unpickler):
     """Unpickle only the three NumPy names an array pickle needs; anything else is refused."""
 
+    ALLOWED = {
+        ("numpy", "ndarray"): np.ndarray,
+        ("numpy", "dtype"): np.dtype,
+        ("numpy.core.multiarray", "_reconstruct"): np._core.multiarray._reconstruct,
+    }
+
     def find_class(self, module: str, name: str) -> Any:
-        if (module, name) in (("numpy", "ndarray"), ("numpy", "dtype"), ("numpy.core.multiarray", "_reconstruct")):
-            return getattr(np._core.multiarray if name == "_reconstruct" else np, name)
+        if (module, name) in self.ALLOWED:
+            return self.ALLOWED[module, name]
         raise pickle.UnpicklingError(f"refusing to unpickle {module}.{name}: not part of the MNIST arrays")
 
 
